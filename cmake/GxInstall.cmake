@@ -1,0 +1,2 @@
+function(gx_install_dummy)
+endfunction()

@@ -1,0 +1,1 @@
+typedef int gx_coll_placeholder_t;

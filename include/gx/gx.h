@@ -1,0 +1,223 @@
+/*
+ * gx.h - the public C API of libgx (umbrella header).
+ *
+ * gx moves gradients between the processes of a data-parallel training job.
+ * A process creates a communicator (struct gx_comm) with gx_comm_init() or
+ * gx_comm_init_env(), runs collectives and point-to-point operations on it,
+ * and ends with gx_comm_finalize() + gx_comm_destroy().
+ *
+ * Conventions:
+ *  - Every function returns GX_OK (0) or a negative GX_E* status; output
+ *    parameters are written only on success. gx_strerror() names a status,
+ *    gx_last_error() gives the detailed message of the last failure on the
+ *    calling thread (which rank, which peer, what to check).
+ *  - Handles are opaque. Config structs start with a `size` field and are
+ *    initialised with their *_INIT macro so they can grow compatibly.
+ *  - Every blocking call has a deadline (GX_TIMEOUT / GX_INIT_TIMEOUT, or the
+ *    explicit timeout argument).
+ */
+#ifndef GX_GX_H
+#define GX_GX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define GX_API __attribute__((visibility("default")))
+#else
+#define GX_API
+#endif
+
+#define GX_VERSION_MAJOR 0
+#define GX_VERSION_MINOR 1
+#define GX_VERSION_PATCH 0
+
+/* ---------------------------------------------------------------------------
+ * Status codes, grouped by blast radius. Test a group with the GX_IS_*
+ * macros rather than comparing individual codes.
+ * ------------------------------------------------------------------------ */
+enum gx_status {
+    GX_OK = 0,
+
+    /* -1 .. -99: the caller's error (fix the calling code). */
+    GX_EINVAL = -1,      /**< an argument is invalid (the log names it) */
+    GX_ESTATE = -2,      /**< call not allowed in the object's state */
+    GX_ETRUNCATE = -3,   /**< a receive buffer is smaller than the message */
+
+    /* -100 .. -199: ranks disagree (a bug in how ranks call gx). */
+    GX_EMISMATCH = -100, /**< ranks called different operations or sizes */
+
+    /* -200 .. -299: local system error (resources, OS). */
+    GX_ESYSTEM = -200,   /**< a system call failed (the log has errno) */
+    GX_ENOMEM = -201,    /**< out of memory or registration resources */
+
+    /* -300 .. -399: a peer or the link to it failed. */
+    GX_EPEER = -300,     /**< a peer process died or closed its connection */
+    GX_EPROTO = -301,    /**< a peer sent a malformed or foreign message */
+    GX_EAUTH = -302,     /**< a peer presented the wrong job key */
+    GX_ECONNECT = -303,  /**< could not reach a peer */
+
+    /* -400 .. -499: a deadline passed. */
+    GX_ETIMEOUT = -400,  /**< the operation's deadline passed */
+
+    /* -500 .. -599: the communicator was aborted. */
+    GX_EABORTED = -500,  /**< gx_comm_abort() was called, or a peer aborted */
+
+    /* -600 .. -699: not supported by this build or this machine. */
+    GX_EUNSUPPORTED = -600,
+};
+
+#define GX_IS_CALLER_ERROR(s) ((s) <= -1 && (s) > -100)
+#define GX_IS_MISMATCH(s) ((s) <= -100 && (s) > -200)
+#define GX_IS_SYSTEM_ERROR(s) ((s) <= -200 && (s) > -300)
+#define GX_IS_PEER_ERROR(s) ((s) <= -300 && (s) > -400)
+#define GX_IS_TIMEOUT(s) ((s) <= -400 && (s) > -500)
+#define GX_IS_ABORTED(s) ((s) <= -500 && (s) > -600)
+#define GX_IS_UNSUPPORTED(s) ((s) <= -600 && (s) > -700)
+
+/** Short constant name of a status, e.g. "GX_EPEER (peer failure)". */
+GX_API const char *gx_strerror(int status);
+
+/** Detailed message of the last error returned on the calling thread, or ""
+ *  when none. Valid until the next gx call on this thread. */
+GX_API const char *gx_last_error(void);
+
+/** Version of the loaded library as "major.minor.patch". */
+GX_API const char *gx_version(void);
+
+/* ---------------------------------------------------------------------------
+ * Datatypes and reduction operations.
+ * ------------------------------------------------------------------------ */
+enum gx_datatype {
+    GX_INT8 = 0,
+    GX_UINT8,
+    GX_INT32,
+    GX_UINT32,
+    GX_INT64,
+    GX_UINT64,
+    GX_FLOAT16,  /**< IEEE 754 binary16 */
+    GX_BFLOAT16, /**< bfloat16 (upper half of an IEEE binary32) */
+    GX_FLOAT32,
+    GX_FLOAT64,
+    GX_DATATYPE_COUNT
+};
+
+enum gx_redop {
+    GX_SUM = 0,
+    GX_PROD,
+    GX_MIN,
+    GX_MAX,
+    GX_AVG, /**< sum divided by the number of ranks */
+    GX_REDOP_COUNT
+};
+
+/** Size in bytes of one element of `dtype`, or 0 for an invalid type. */
+GX_API size_t gx_datatype_size(enum gx_datatype dtype);
+/** Name of a datatype ("float32") or reduction ("sum"); "?" if invalid. */
+GX_API const char *gx_datatype_name(enum gx_datatype dtype);
+GX_API const char *gx_redop_name(enum gx_redop op);
+
+/* ---------------------------------------------------------------------------
+ * Communicator.
+ * ------------------------------------------------------------------------ */
+struct gx_comm;
+
+/**
+ * Configuration for gx_comm_init(). Always start from GX_CONFIG_INIT and set
+ * only the fields you need; unset fields fall back to the GX_* environment.
+ */
+struct gx_config {
+    size_t size;             /**< sizeof(struct gx_config): set by GX_CONFIG_INIT */
+    const char *init_method; /**< "env://", "tcp://HOST:PORT" or "file:///PATH";
+                                  NULL = GX_INIT_METHOD or "env://" */
+    int rank;                /**< this process's rank; -1 = from the environment */
+    int world_size;          /**< number of ranks; -1 = from the environment */
+    const char *job_key;     /**< shared secret; NULL = GX_JOB_KEY */
+    int init_timeout_ms;     /**< rendezvous deadline; 0 = GX_INIT_TIMEOUT */
+    int op_timeout_ms;       /**< deadline of blocking operations; 0 = GX_TIMEOUT */
+    const char *name;        /**< label used in log lines; NULL = "world" */
+};
+
+#define GX_CONFIG_INIT { sizeof(struct gx_config), NULL, -1, -1, NULL, 0, 0, NULL }
+
+/**
+ * Create a communicator over all ranks of the job. Blocks until every rank
+ * has arrived or the init deadline passes; on timeout the error lists the
+ * ranks that never arrived. Collective over all ranks.
+ */
+GX_API int gx_comm_init(const struct gx_config *config, struct gx_comm **comm_out);
+
+/** gx_comm_init() with everything taken from the environment: GX_RANK /
+ *  GX_SIZE / GX_MASTER_ADDR / GX_MASTER_PORT (set by gx-run), or torchrun's
+ *  RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT, Slurm's or Open MPI's. */
+GX_API int gx_comm_init_env(struct gx_comm **comm_out);
+
+/**
+ * Split `comm` into disjoint communicators, one per `color`; ranks in the new
+ * communicator are ordered by (`key`, old rank). A rank passing a negative
+ * color takes part but gets *out = NULL. Collective over `comm`.
+ */
+GX_API int gx_comm_split(struct gx_comm *comm, int color, int key, struct gx_comm **out);
+
+/** Complete outstanding work and synchronise with the other ranks so none
+ *  tears down while a peer still needs it. Collective; can fail. */
+GX_API int gx_comm_finalize(struct gx_comm *comm);
+
+/** Release the communicator and its resources. Never blocks on peers. Safe
+ *  after finalize, after abort, or after an error. NULL is ignored. */
+GX_API void gx_comm_destroy(struct gx_comm *comm);
+
+/** Abort: fail every in-flight and later operation with GX_EABORTED and drop
+ *  all connections so peers learn of it. Never hangs. The communicator must
+ *  still be destroyed. */
+GX_API void gx_comm_abort(struct gx_comm *comm);
+
+/** The communicator's asynchronous error: GX_OK while healthy, otherwise the
+ *  first failure seen (e.g. GX_EPEER when a peer died). If `msg` is non-NULL,
+ *  up to `msg_len` bytes of the detailed message are copied there. */
+GX_API int gx_comm_get_async_error(const struct gx_comm *comm, char *msg, size_t msg_len);
+
+/* Queries. They return -1 for a NULL communicator. */
+GX_API int gx_comm_rank(const struct gx_comm *comm);
+GX_API int gx_comm_size(const struct gx_comm *comm);
+GX_API int gx_comm_local_rank(const struct gx_comm *comm); /**< rank among ranks on this node */
+GX_API int gx_comm_local_size(const struct gx_comm *comm); /**< ranks on this node */
+GX_API int gx_comm_node_count(const struct gx_comm *comm);  /**< distinct nodes */
+GX_API int gx_comm_node_index(const struct gx_comm *comm);  /**< this node's index, 0..nodes-1 */
+
+/* ---------------------------------------------------------------------------
+ * Requests (non-blocking operations).
+ * ------------------------------------------------------------------------ */
+struct gx_request;
+
+/** Check a request without blocking: *done = 1 when it has completed. Returns
+ *  the operation's status once done (GX_OK or its error), GX_OK before. */
+GX_API int gx_test(struct gx_request *req, int *done);
+
+/** Wait for a request. timeout_ms < 0 means the communicator's GX_TIMEOUT;
+ *  GX_ETIMEOUT when it passes (the request stays valid and can be waited on
+ *  again). Returns the operation's status. */
+GX_API int gx_wait(struct gx_request *req, int timeout_ms);
+
+/** Free a completed request. Freeing one still in flight waits for it first
+ *  (up to the communicator's GX_TIMEOUT). NULL is ignored. */
+GX_API void gx_request_free(struct gx_request *req);
+
+/* ---------------------------------------------------------------------------
+ * Synchronisation.
+ * ------------------------------------------------------------------------ */
+
+/** Block until every rank of `comm` has entered the barrier. */
+GX_API int gx_barrier(struct gx_comm *comm);
+/** Non-blocking barrier. */
+GX_API int gx_ibarrier(struct gx_comm *comm, struct gx_request **req);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GX_GX_H */
