@@ -216,6 +216,8 @@ GX_API int gx_barrier(struct gx_comm *comm);
 /** Non-blocking barrier. */
 GX_API int gx_ibarrier(struct gx_comm *comm, struct gx_request **req);
 
+#include "gx/gx_topo.h"
+
 #ifdef __cplusplus
 }
 #endif
