@@ -1,0 +1,371 @@
+/*
+ * shm_data.c - the shm provider's data path: posts write ring slots (no
+ * system call, no allocation, no lock), progress consumes the inbound ring
+ * into posted receives and retires our outbound slots as the peer's tail
+ * passes them. Payloads above SHM_INLINE_MAX are pulled by the receiver with
+ * one process_vm_readv, straight into their destination.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "fabric/shm/shm.h"
+
+/* How often a busy endpoint checks that its peer is alive. */
+#define LIVENESS_PERIOD_NS (10ull * 1000 * 1000)
+
+static inline uint64_t load_acquire(const uint64_t *p)
+{
+    return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+static inline void store_release(uint64_t *p, uint64_t v)
+{
+    __atomic_store_n(p, v, __ATOMIC_RELEASE);
+}
+
+int shm_ep_alloc(struct shm_domain *dom, struct shm_cq *cq, struct shm_ep **out)
+{
+    struct shm_ep *ep = calloc(1, sizeof(*ep));
+    if (!ep)
+        return gx_fail(GX_ENOMEM, GX_SUB_FABRIC, "shm: out of memory creating an endpoint");
+    ep->depth = (uint32_t)gx_fab_queue_depth();
+    ep->txops = calloc(ep->depth, sizeof(*ep->txops));
+    ep->rx = calloc(ep->depth, sizeof(*ep->rx));
+    if (!ep->txops || !ep->rx || gx_fab_swcq_attach(&cq->sw, &ep->base, 2 * ep->depth) != GX_OK) {
+        free(ep->txops);
+        free(ep->rx);
+        free(ep);
+        return gx_fail(GX_ENOMEM, GX_SUB_FABRIC, "shm: out of memory creating an endpoint");
+    }
+    ep->base.ops = &dom->base.ops;
+    ep->base.dom = &dom->base;
+    ep->base.cq = &cq->sw.base;
+    ep->base.peer_rank = -1;
+    ep->dom = dom;
+    ep->cq = cq;
+    ep->sock = -1;
+    ep->memfd = -1;
+    ep->state = SHM_CONNECTING;
+    *out = ep;
+    return GX_OK;
+}
+
+void shm_ep_free(struct shm_ep *ep)
+{
+    gx_fab_swcq_detach(&ep->cq->sw, &ep->base, 2 * ep->depth);
+    if (ep->seg)
+        munmap(ep->seg, shm_seg_size());
+    if (ep->sock >= 0)
+        close(ep->sock);
+    if (ep->memfd >= 0)
+        close(ep->memfd);
+    free(ep->txops);
+    free(ep->rx);
+    free(ep);
+}
+
+static void flush_all(struct shm_ep *ep, int status, int prov_err)
+{
+    struct gx_fab_cqe e = { .ep = &ep->base, .status = status, .prov_err = prov_err,
+                            .flags = GX_FAB_CQE_FLUSHED };
+    for (; ep->tx_done < ep->tx_post; ep->tx_done++) {
+        struct shm_txop *op = &ep->txops[ep->tx_done % ep->depth];
+        e.context = op->context;
+        e.op = op->op;
+        gx_fab_swcq_push(&ep->cq->sw, &e);
+    }
+    ep->tx_pushed = ep->tx_post;
+    e.op = GX_FAB_OP_RECV;
+    for (; ep->rx_done < ep->rx_post; ep->rx_done++) {
+        e.context = ep->rx[ep->rx_done % ep->depth].context;
+        gx_fab_swcq_push(&ep->cq->sw, &e);
+    }
+}
+
+static void ep_fail(struct shm_ep *ep, int status, int prov_err, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void ep_fail(struct shm_ep *ep, int status, int prov_err, const char *fmt, ...)
+{
+    if (ep->state == SHM_ERROR)
+        return;
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    bool busy = ep->tx_post != ep->tx_done || ep->rx_post != ep->rx_done;
+    if (busy || status != GX_EPEER)
+        gx_fail(status, GX_SUB_FABRIC, "shm: %s failed: %s", ep->base.name, msg);
+    else
+        GX_INFO(GX_SUB_FABRIC, "shm: %s: %s (no operation outstanding)", ep->base.name, msg);
+    ep->state = SHM_ERROR;
+    ep->error = status;
+    flush_all(ep, status, prov_err);
+    if (ep->sock >= 0)
+        shutdown(ep->sock, SHUT_RDWR); /* the peer's liveness check sees it */
+}
+
+/* ---- outbound ----------------------------------------------------------- */
+static void push_pending(struct shm_ep *ep)
+{
+    struct shm_ring_ctl *ctl = &ep->seg->ctl[ep->out_ring];
+    while (ep->tx_pushed < ep->tx_post) {
+        /* Room is counted from what we retired, not from the peer's tail, so
+         * a slot is reused only after we read the status the peer left. */
+        uint64_t oldest = ep->tx_done < ep->tx_pushed
+                              ? ep->txops[ep->tx_done % ep->depth].seq
+                              : ep->out_head;
+        if (ep->out_head - oldest >= SHM_NSLOTS)
+            return;
+        struct shm_txop *op = &ep->txops[ep->tx_pushed % ep->depth];
+        struct shm_slot *s = shm_slot_at(ep->seg, ep->out_ring, ep->out_head);
+        s->op = op->op == GX_FAB_OP_SEND ? SHM_OP_SEND : SHM_OP_WRITE_IMM;
+        s->inl = op->inl;
+        s->imm = op->imm;
+        s->tag = op->tag;
+        s->len = op->len;
+        s->src = (uint64_t)(uintptr_t)op->buf;
+        s->raddr = op->raddr;
+        s->rkey_index = op->rkey_index;
+        s->rkey_cookie = op->rkey_cookie;
+        s->status = 0;
+        s->prov_err = 0;
+        if (op->inl && op->len)
+            memcpy(s->data, op->buf, op->len);
+        op->seq = ep->out_head++;
+        ep->tx_pushed++;
+        store_release(&ctl->head, ep->out_head);
+    }
+}
+
+static void retire_outbound(struct shm_ep *ep)
+{
+    if (ep->tx_done == ep->tx_pushed)
+        return;
+    uint64_t tail = load_acquire(&ep->seg->ctl[ep->out_ring].tail);
+    while (ep->tx_done < ep->tx_pushed) {
+        struct shm_txop *op = &ep->txops[ep->tx_done % ep->depth];
+        if (op->seq >= tail)
+            return;
+        struct shm_slot *s = shm_slot_at(ep->seg, ep->out_ring, op->seq);
+        if (s->status != GX_OK) {
+            ep_fail(ep, s->status, s->prov_err, "peer refused %s of %" PRIu64 " bytes: %s (see "
+                    "the peer's log)", gx_fab_op_name(op->op), op->len, gx_strerror(s->status));
+            return;
+        }
+        struct gx_fab_cqe e = { .context = op->context, .ep = &ep->base, .op = op->op };
+        gx_fab_swcq_push(&ep->cq->sw, &e);
+        ep->tx_done++;
+    }
+}
+
+/* ---- inbound ------------------------------------------------------------ */
+static int pull(struct shm_ep *ep, void *dst, uint64_t src, uint64_t len, int *err)
+{
+    while (len) {
+        struct iovec l = { dst, (size_t)len }, r = { (void *)(uintptr_t)src, (size_t)len };
+        ssize_t n = process_vm_readv(ep->peer_pid, &l, 1, &r, 1, 0);
+        if (n <= 0) {
+            if (n < 0 && errno == EINTR)
+                continue;
+            *err = n < 0 ? errno : EIO;
+            return *err == ESRCH ? GX_EPEER : GX_ESYSTEM;
+        }
+        dst = (char *)dst + n;
+        src += (uint64_t)n;
+        len -= (uint64_t)n;
+    }
+    return GX_OK;
+}
+
+static void consume_inbound(struct shm_ep *ep)
+{
+    struct shm_ring_ctl *ctl = &ep->seg->ctl[ep->in_ring];
+    uint64_t head = load_acquire(&ctl->head);
+    while (ep->in_tail < head && ep->rx_done < ep->rx_post && ep->state == SHM_ESTABLISHED) {
+        struct shm_slot *s = shm_slot_at(ep->seg, ep->in_ring, ep->in_tail);
+        struct shm_rx *r = &ep->rx[ep->rx_done % ep->depth];
+        /* Copy the header fields once: the peer could scribble on the slot. */
+        uint8_t op = s->op, inl = s->inl;
+        uint64_t len = s->len, src = s->src;
+        int status = GX_OK, err = 0;
+        char why[160] = "";
+        void *dst = NULL;
+        if (op == SHM_OP_SEND) {
+            if (len > r->len) {
+                status = GX_ETRUNCATE;
+                snprintf(why, sizeof(why), "message of %" PRIu64 " bytes (tag %" PRIu64 ") is "
+                         "larger than the posted receive of %zu bytes", len, s->tag, r->len);
+            }
+            dst = r->buf;
+        } else if (op == SHM_OP_WRITE_IMM) {
+            dst = gx_fab_mrtab_resolve(&ep->dom->mrtab, s->rkey_index, s->rkey_cookie, s->raddr,
+                                       len);
+            if (!dst) {
+                status = GX_EPROTO;
+                snprintf(why, sizeof(why), "write_imm of %" PRIu64 " bytes at 0x%" PRIx64
+                         " with key %u: no such registration, stale key, no remote write "
+                         "access, or out of its bounds", len, s->raddr, s->rkey_index);
+            }
+        } else {
+            status = GX_EPROTO;
+            snprintf(why, sizeof(why), "unknown slot op %u", op);
+        }
+        if (status == GX_OK && len) {
+            if (inl && len <= SHM_INLINE_MAX)
+                memcpy(dst, s->data, len);
+            else if (inl)
+                status = GX_EPROTO, snprintf(why, sizeof(why), "inline payload too long");
+            else if ((status = pull(ep, dst, src, len, &err)) != GX_OK)
+                snprintf(why, sizeof(why), "copying %" PRIu64 " bytes from the peer: %s", len,
+                         strerror(err));
+        }
+        struct gx_fab_cqe e = { .context = r->context, .ep = &ep->base, .op = GX_FAB_OP_RECV,
+                                .len = len };
+        if (op == SHM_OP_WRITE_IMM) {
+            e.flags = GX_FAB_CQE_IMM;
+            e.imm = s->imm;
+        } else {
+            e.tag = s->tag;
+        }
+        s->status = status;
+        s->prov_err = err;
+        store_release(&ctl->tail, ++ep->in_tail);
+        if (status != GX_OK) {
+            ep_fail(ep, status, err, "%s", why);
+            return;
+        }
+        gx_fab_swcq_push(&ep->cq->sw, &e);
+        ep->rx_done++;
+    }
+}
+
+/* The unix socket reads EOF once the peer closed the endpoint or died. */
+static void check_liveness(struct shm_ep *ep)
+{
+    uint64_t now = gx_now_ns();
+    if (now < ep->live_next_ns)
+        return;
+    ep->live_next_ns = now + LIVENESS_PERIOD_NS;
+    if (!ep->peer_gone) {
+        char c;
+        ssize_t n = recv(ep->sock, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+            ep->peer_gone = true;
+    }
+    if (!ep->peer_gone)
+        return;
+    /* Deliver what the peer left in the ring first; fail what can't finish. */
+    bool inbound_empty = ep->in_tail == load_acquire(&ep->seg->ctl[ep->in_ring].head);
+    if (inbound_empty || ep->tx_done < ep->tx_post)
+        ep_fail(ep, GX_EPEER, ESRCH, "peer closed the endpoint or exited (pid %d)",
+                (int)ep->peer_pid);
+}
+
+void shm_ep_progress(struct gx_fab_ep *base)
+{
+    struct shm_ep *ep = (struct shm_ep *)base;
+    if (ep->state != SHM_ESTABLISHED)
+        return;
+    consume_inbound(ep);
+    if (ep->state != SHM_ESTABLISHED)
+        return;
+    retire_outbound(ep);
+    if (ep->state != SHM_ESTABLISHED)
+        return;
+    push_pending(ep);
+    bool busy = ep->tx_done != ep->tx_post || ep->rx_done != ep->rx_post;
+    if (busy && (++ep->live_tick & 255) == 0)
+        check_liveness(ep);
+}
+
+/* ---- posts -------------------------------------------------------------- */
+static int post_check(struct shm_ep *ep)
+{
+    if (ep->state == SHM_ESTABLISHED)
+        return GX_OK;
+    return ep->state == SHM_ERROR ? ep->error : GX_ESTATE;
+}
+
+static int post_tx(struct shm_ep *ep, uint8_t op, const void *buf, size_t len, uint64_t tag,
+                   uint32_t imm, const struct gx_fab_swkey *key, uint64_t raddr, uint64_t context)
+{
+    if (ep->tx_post - ep->tx_done >= ep->depth)
+        return GX_ENOMEM; /* queue full: poll, then post again */
+    struct shm_txop *t = &ep->txops[ep->tx_post % ep->depth];
+    t->context = context;
+    t->op = op;
+    t->inl = len <= SHM_INLINE_MAX;
+    t->imm = imm;
+    t->tag = tag;
+    t->buf = buf;
+    t->len = len;
+    t->raddr = raddr;
+    t->rkey_index = key ? key->index : 0;
+    t->rkey_cookie = key ? key->cookie : 0;
+    ep->tx_post++;
+    push_pending(ep);
+    return GX_OK;
+}
+
+int shm_post_send(struct gx_fab_ep *base, const void *buf, size_t len, struct gx_fab_mr *mr,
+                  uint64_t tag, uint64_t context)
+{
+    struct shm_ep *ep = (struct shm_ep *)base;
+    int rc = post_check(ep);
+    if (rc != GX_OK)
+        return rc;
+    return post_tx(ep, GX_FAB_OP_SEND, buf, len, tag, 0, NULL, 0, context);
+}
+
+int shm_post_write_imm(struct gx_fab_ep *base, const void *buf, size_t len, struct gx_fab_mr *mr,
+                       uint64_t raddr, const struct gx_fab_rkey *rkey, uint32_t imm,
+                       uint64_t context)
+{
+    struct shm_ep *ep = (struct shm_ep *)base;
+    int rc = post_check(ep);
+    if (rc != GX_OK)
+        return rc;
+    struct gx_fab_swkey key;
+    rc = gx_fab_swkey_unpack(base, rkey, raddr, len, &key);
+    if (rc != GX_OK)
+        return rc;
+    return post_tx(ep, GX_FAB_OP_WRITE_IMM, buf, len, 0, imm, &key, raddr, context);
+}
+
+int shm_post_recv(struct gx_fab_ep *base, void *buf, size_t len, struct gx_fab_mr *mr,
+                  uint64_t context)
+{
+    struct shm_ep *ep = (struct shm_ep *)base;
+    int rc = post_check(ep);
+    if (rc != GX_OK)
+        return rc;
+    if (ep->rx_post - ep->rx_done >= ep->depth)
+        return GX_ENOMEM;
+    struct shm_rx *r = &ep->rx[ep->rx_post % ep->depth];
+    r->context = context;
+    r->buf = buf;
+    r->len = len;
+    ep->rx_post++;
+    return GX_OK;
+}
+
+void shm_ep_close(struct gx_fab_ep *base)
+{
+    struct shm_ep *ep = (struct shm_ep *)base;
+    if (ep->state != SHM_ERROR) {
+        ep->state = SHM_ERROR;
+        ep->error = GX_EABORTED;
+        flush_all(ep, GX_EABORTED, 0);
+    }
+    shm_ep_free(ep);
+}

@@ -1,0 +1,150 @@
+/*
+ * tcp_provider.c - the tcp provider's domain, completion queue, memory
+ * registrations and device probe. Works on any network; the data path is in
+ * tcp_data.c, connection set-up in tcp_conn.c.
+ */
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/param.h"
+#include "fabric/tcp/tcp.h"
+
+GX_PARAM_DEFINE(gx_param_tcp_nstreams, "GX_TCP_NSTREAMS", GX_PARAM_INT, "2", NULL,
+                "TCP streams per tcp-provider connection; messages of at least "
+                "GX_TCP_STRIPE_MIN bytes are striped across them (1..32).");
+GX_PARAM_DEFINE(gx_param_tcp_stripe_min, "GX_TCP_STRIPE_MIN", GX_PARAM_SIZE, "256K", NULL,
+                "Smallest message the tcp provider stripes across its streams.");
+
+static int tcp_domain_open(const struct gx_fab_provider *prov, const struct gx_fab_domain_attr *attr,
+                           struct gx_fab_domain **out)
+{
+    struct tcp_domain *dom = calloc(1, sizeof(*dom));
+    if (!dom)
+        return gx_fail(GX_ENOMEM, GX_SUB_FABRIC, "tcp: out of memory opening a domain");
+    long long n = 2;
+    if (gx_param_int(&gx_param_tcp_nstreams, &n) != GX_OK || n < 1 || n > GX_TCP_MAX_STREAMS) {
+        free(dom);
+        return gx_fail(GX_EINVAL, GX_SUB_FABRIC, "GX_TCP_NSTREAMS must be 1..%d",
+                       GX_TCP_MAX_STREAMS);
+    }
+    dom->nstreams = (int)n;
+    dom->stripe_min = 256 * 1024;
+    if (gx_param_size(&gx_param_tcp_stripe_min, &dom->stripe_min) != GX_OK) {
+        free(dom);
+        return GX_EINVAL;
+    }
+    if (dom->stripe_min < 4096)
+        dom->stripe_min = 4096;
+    int rc = gx_sock_pick_interface(&dom->local, dom->ifname, sizeof(dom->ifname));
+    if (rc != GX_OK) {
+        free(dom);
+        return rc;
+    }
+    gx_auth_key_derive(attr->job_key, &dom->key);
+    gx_fab_mrtab_init(&dom->mrtab);
+    char a[64];
+    GX_INFO(GX_SUB_FABRIC, "tcp: domain on %s (%s), %d streams, striping from %zu bytes",
+            dom->ifname, gx_sock_addr_str(&dom->local, a, sizeof(a)), dom->nstreams,
+            dom->stripe_min);
+    *out = &dom->base;
+    return GX_OK;
+}
+
+static void tcp_domain_close(struct gx_fab_domain *base)
+{
+    struct tcp_domain *dom = (struct tcp_domain *)base;
+    gx_fab_mrtab_fini(&dom->mrtab);
+    free(dom);
+}
+
+static int tcp_cq_open(struct gx_fab_domain *dom, struct gx_fab_cq **out)
+{
+    struct tcp_cq *cq = calloc(1, sizeof(*cq));
+    if (!cq)
+        return gx_fail(GX_ENOMEM, GX_SUB_FABRIC, "tcp: out of memory opening a cq");
+    int rc = gx_fab_swcq_init(&cq->sw, dom, tcp_ep_progress);
+    if (rc != GX_OK) {
+        free(cq);
+        return rc;
+    }
+    *out = &cq->sw.base;
+    return GX_OK;
+}
+
+static void tcp_cq_close(struct gx_fab_cq *base)
+{
+    struct tcp_cq *cq = (struct tcp_cq *)base;
+    gx_fab_swcq_fini(&cq->sw);
+    free(cq);
+}
+
+static int tcp_cq_poll(struct gx_fab_cq *base, struct gx_fab_cqe *out, int max)
+{
+    return gx_fab_swcq_poll(&((struct tcp_cq *)base)->sw, out, max);
+}
+
+static int tcp_mr_reg(struct gx_fab_domain *base, void *addr, size_t len, enum gx_fab_mem_type type,
+                      unsigned access, struct gx_fab_mr **out)
+{
+    return gx_fab_mrtab_reg(&((struct tcp_domain *)base)->mrtab, base, addr, len, type, access, out);
+}
+
+static int tcp_mr_dereg(struct gx_fab_mr *mr)
+{
+    return gx_fab_mrtab_dereg(&((struct tcp_domain *)mr->dom)->mrtab, mr);
+}
+
+static int tcp_probe(struct gx_fab_devinfo *devs, int max, int *count)
+{
+    struct ifaddrs *list = NULL;
+    if (getifaddrs(&list) != 0)
+        return gx_fail(GX_ESYSTEM, GX_SUB_FABRIC, "tcp: getifaddrs failed: %m");
+    int n = 0;
+    for (struct ifaddrs *ifa = list; ifa; ifa = ifa->ifa_next) {
+        if (!ifa->ifa_addr || !(ifa->ifa_flags & IFF_UP) || ifa->ifa_addr->sa_family != AF_INET)
+            continue;
+        if (n < max) {
+            struct gx_sockaddr sa = { .len = sizeof(struct sockaddr_in) };
+            memcpy(&sa.u.in4, ifa->ifa_addr, sizeof(sa.u.in4));
+            char a[64];
+            snprintf(devs[n].name, sizeof(devs[n].name), "%s", ifa->ifa_name);
+            snprintf(devs[n].detail, sizeof(devs[n].detail), "%s%s",
+                     gx_sock_addr_str(&sa, a, sizeof(a)),
+                     (ifa->ifa_flags & IFF_LOOPBACK) ? " (loopback)" : "");
+            devs[n].link_bps = 0;
+        }
+        n++;
+    }
+    freeifaddrs(list);
+    *count = n;
+    return GX_OK;
+}
+
+const struct gx_fab_provider gx_fab_tcp_provider = {
+    .name = "tcp",
+    .description = "TCP sockets: any network, several streams per connection",
+    .ops = {
+        .probe = tcp_probe,
+        .domain_open = tcp_domain_open,
+        .domain_close = tcp_domain_close,
+        .cq_open = tcp_cq_open,
+        .cq_close = tcp_cq_close,
+        .cq_poll = tcp_cq_poll,
+        .mr_reg = tcp_mr_reg,
+        .mr_dereg = tcp_mr_dereg,
+        .mr_pack_rkey = gx_fab_mrtab_pack,
+        .listen = tcp_listen,
+        .accept = tcp_accept,
+        .listener_close = tcp_listener_close,
+        .connect = tcp_connect,
+        .ep_establish = tcp_ep_establish,
+        .ep_close = tcp_ep_close,
+        .post_send = tcp_post_send,
+        .post_recv = tcp_post_recv,
+        .post_write_imm = tcp_post_write_imm,
+    },
+};
