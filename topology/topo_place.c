@@ -27,8 +27,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define COST_CLASS 10000LL    /* one path class step outweighs every tie-break */
-#define COST_MANDATORY 1000000000LL
+/* Assignment cost, compared lexicographically through the weights: first
+ * the sum of path classes, then earlier ranks keep nearer NICs (a later
+ * rank is the one moved when a NIC is over-subscribed), then rank i pairs
+ * with NIC i. Exact for up to 64 ranks and NICs per NUMA node. */
+#define COST_CLASS 1000000000LL
+#define COST_ORDER 4096LL
+#define COST_MANDATORY 1000000000000000LL
 
 struct place_ctx {
     const struct gx_topo *t;
@@ -142,7 +147,8 @@ static int assign_balanced(struct place_ctx *c, const int *rows, int k, const in
     }
     for (int i = 0; i < k; i++)
         for (int ni = 0; ni < mc; ni++) {
-            long long cost = COST_CLASS * rank_nic_path(c, rows[i], cand[ni]) + tie_cost(i, ni, mc);
+            long long cls = rank_nic_path(c, rows[i], cand[ni]);
+            long long cost = COST_CLASS * cls + COST_ORDER * cls * (k - i) + tie_cost(i, ni, mc);
             for (int s = 0; s < per_nic; s++)
                 a[(size_t)i * (size_t)cols + (size_t)(ni * per_nic + s)] = cost - (s < q ? COST_MANDATORY : 0);
         }
