@@ -44,17 +44,12 @@ static void accept_mac(const struct gx_auth_key *key, const struct gx_auth_hello
     gx_hmac_sha256(key->key, sizeof(key->key), msg, sizeof(msg), out);
 }
 
-int gx_auth_connect(int fd, const struct gx_auth_key *key, enum gx_auth_purpose purpose,
-                    int rank, uint64_t conn_id, uint64_t deadline)
+int gx_auth_client_respond(const struct gx_auth_key *key, const struct gx_auth_challenge *ch,
+                           enum gx_auth_purpose purpose, int rank, uint64_t conn_id,
+                           struct gx_auth_hello *hello_out)
 {
-    struct gx_auth_challenge ch;
-    int rc = gx_sock_recv_all(fd, &ch, sizeof(ch), deadline);
-    if (rc != GX_OK)
-        return rc;
-    if (ch.magic != GX_AUTH_MAGIC_CHALLENGE || ch.version != GX_AUTH_VERSION)
+    if (ch->magic != GX_AUTH_MAGIC_CHALLENGE || ch->version != GX_AUTH_VERSION)
         return GX_EPROTO;
-    if (memcmp(ch.job_id, key->job_id, sizeof(ch.job_id)) != 0)
-        return GX_EAUTH;
     struct gx_auth_hello hello = {
         .magic = GX_AUTH_MAGIC_HELLO,
         .version = GX_AUTH_VERSION,
@@ -64,19 +59,47 @@ int gx_auth_connect(int fd, const struct gx_auth_key *key, enum gx_auth_purpose 
     };
     if (gx_random_bytes(hello.nonce, sizeof(hello.nonce)) != GX_OK)
         return GX_ESYSTEM;
-    hello_mac(key, &ch, &hello, hello.mac);
+    hello_mac(key, ch, &hello, hello.mac);
+    *hello_out = hello;
+    return GX_OK;
+}
+
+int gx_auth_same_job(const struct gx_auth_key *key, const struct gx_auth_challenge *ch)
+{
+    return memcmp(ch->job_id, key->job_id, sizeof(ch->job_id)) == 0;
+}
+
+int gx_auth_client_check(const struct gx_auth_key *key, const struct gx_auth_hello *hello,
+                         const struct gx_auth_accept *acc)
+{
+    uint8_t expect[32];
+    accept_mac(key, hello, expect);
+    if (acc->magic != GX_AUTH_MAGIC_ACCEPT || !gx_mac_equal(expect, acc->mac, sizeof(expect)))
+        return GX_EAUTH;
+    return GX_OK;
+}
+
+int gx_auth_connect(int fd, const struct gx_auth_key *key, enum gx_auth_purpose purpose,
+                    int rank, uint64_t conn_id, uint64_t deadline)
+{
+    struct gx_auth_challenge ch;
+    int rc = gx_sock_recv_all(fd, &ch, sizeof(ch), deadline);
+    if (rc != GX_OK)
+        return rc;
+    struct gx_auth_hello hello;
+    rc = gx_auth_client_respond(key, &ch, purpose, rank, conn_id, &hello);
+    if (rc != GX_OK)
+        return rc;
     rc = gx_sock_send_all(fd, &hello, sizeof(hello), deadline);
     if (rc != GX_OK)
         return rc;
+    if (!gx_auth_same_job(key, &ch))
+        return GX_EAUTH; /* the acceptor logs and drops our hello */
     struct gx_auth_accept acc;
     rc = gx_sock_recv_all(fd, &acc, sizeof(acc), deadline);
     if (rc != GX_OK)
         return rc == GX_EPEER ? GX_EAUTH : rc; /* a dropped hello means the key was refused */
-    uint8_t expect[32];
-    accept_mac(key, &hello, expect);
-    if (acc.magic != GX_AUTH_MAGIC_ACCEPT || !gx_mac_equal(expect, acc.mac, sizeof(expect)))
-        return GX_EAUTH;
-    return GX_OK;
+    return gx_auth_client_check(key, &hello, &acc);
 }
 
 int gx_auth_server_start(struct gx_auth_server *s, int fd, const struct gx_auth_key *key)

@@ -39,6 +39,17 @@ void gx_auth_key_derive(const char *job_key, struct gx_auth_key *out);
 int gx_auth_connect(int fd, const struct gx_auth_key *key, enum gx_auth_purpose purpose,
                     int rank, uint64_t conn_id, uint64_t deadline);
 
+/** Connector, in two steps for callers that run their own poll loop: answer a
+ *  received challenge (GX_EPROTO if it is not one), send the hello, then check
+ *  the acceptor's final proof. A hello is sent even to another job's acceptor
+ *  (gx_auth_same_job() false) so that it can log the refused key. */
+int gx_auth_client_respond(const struct gx_auth_key *key, const struct gx_auth_challenge *ch,
+                           enum gx_auth_purpose purpose, int rank, uint64_t conn_id,
+                           struct gx_auth_hello *hello_out);
+int gx_auth_same_job(const struct gx_auth_key *key, const struct gx_auth_challenge *ch);
+int gx_auth_client_check(const struct gx_auth_key *key, const struct gx_auth_hello *hello,
+                         const struct gx_auth_accept *acc);
+
 struct gx_auth_server {
     int fd;
     const struct gx_auth_key *key;

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -101,13 +102,18 @@ static void log_init(void)
     if (gethostname(log_host, sizeof(log_host)) != 0)
         snprintf(log_host, sizeof(log_host), "unknown");
     log_host[sizeof(log_host) - 1] = '\0';
-    int level = GX_LOG_WARN;
-    int lv = 0;
-    if (gx_param_enum(&gx_param_debug, &lv) == 0)
-        level = lv;
-    else
+    /* Parsed by hand: gx_param_enum() reports errors through this logger. */
+    static const char *const levels[] = { "none", "warn", "info", "trace" };
+    const char *text = gx_param_text(&gx_param_debug);
+    int level = -1;
+    for (int i = 0; i < 4; i++)
+        if (strcasecmp(text, levels[i]) == 0)
+            level = i;
+    if (level < 0) {
         fprintf(stderr, "gx: GX_DEBUG='%s' is not one of none|warn|info|trace; using warn\n",
-                gx_param_text(&gx_param_debug));
+                text);
+        level = GX_LOG_WARN;
+    }
     log_level = level;
     log_subsys_mask = parse_subsys_list(gx_param_text(&gx_param_debug_subsys));
     const char *file = gx_param_text(&gx_param_debug_file);

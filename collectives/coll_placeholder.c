@@ -1,1 +1,0 @@
-typedef int gx_coll_placeholder_t;

@@ -1,0 +1,344 @@
+/*
+ * comm.c - communicator lifecycle: init, split, finalize, destroy, abort,
+ * the async error and the queries. Owns struct gx_comm (comm_internal.h).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collectives/boot_coll.h"
+#include "collectives/comm_env.h"
+#include "collectives/comm_internal.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/param.h"
+#include "common/sha256.h"
+
+#define WORLD_COMM_ID 1
+
+/* ---- helpers for the other collectives files -------------------------- */
+
+uint64_t gx_comm_next_seq(struct gx_comm *c)
+{
+    pthread_mutex_lock(&c->lock);
+    uint64_t s = ++c->seq;
+    pthread_mutex_unlock(&c->lock);
+    return s;
+}
+
+uint64_t gx_comm_op_deadline(const struct gx_comm *c)
+{
+    return gx_deadline_after_ms(c->op_timeout_ms);
+}
+
+int gx_comm_set_async_error(struct gx_comm *c, int status, const char *msg)
+{
+    pthread_mutex_lock(&c->lock);
+    if (atomic_load(&c->async_status) == GX_OK) {
+        snprintf(c->async_msg, sizeof(c->async_msg), "%s", msg);
+        atomic_store(&c->async_status, status);
+    }
+    pthread_mutex_unlock(&c->lock);
+    return status;
+}
+
+int gx_comm_note_failure(struct gx_comm *c, int status)
+{
+    /* Caller errors and mismatches are this call's problem; the others break
+     * the communicator for good. */
+    if (status != GX_OK && !GX_IS_CALLER_ERROR(status))
+        gx_comm_set_async_error(c, status, gx_last_error());
+    return status;
+}
+
+int gx_comm_check_usable(struct gx_comm *c, const char *op)
+{
+    if (atomic_load(&c->aborted))
+        return gx_fail(GX_EABORTED, GX_SUB_COLL, "%s on communicator '%s': it was aborted", op,
+                       c->name);
+    if (c->finalized)
+        return gx_fail(GX_ESTATE, GX_SUB_COLL, "%s on communicator '%s': it was finalized", op,
+                       c->name);
+    int status = atomic_load(&c->async_status);
+    if (status != GX_OK)
+        return gx_fail(status, GX_SUB_COLL, "%s on communicator '%s' after an earlier failure: "
+                       "%s", op, c->name, c->async_msg);
+    return GX_OK;
+}
+
+int gx_comm_boot_allgather(struct gx_comm *c, const void *mine, void *all, size_t each)
+{
+    struct boot_group g = gx_comm_group(c);
+    int rc = boot_allgather(&g, gx_comm_next_seq(c), BOOT_OP_USER, mine, all, each,
+                            gx_comm_op_deadline(c));
+    return gx_comm_note_failure(c, rc);
+}
+
+/* ---- construction ------------------------------------------------------ */
+
+/* Node layout of a communicator from the members' node ids. */
+static void compute_nodes(struct gx_comm *c)
+{
+    const char *mine = gx_boot_record(c->boot, c->world_ranks[c->rank])->node_id;
+    c->local_rank = 0;
+    c->local_size = 0;
+    c->node_count = 0;
+    c->node_index = -1;
+    for (int r = 0; r < c->size; r++) {
+        const char *id = gx_boot_record(c->boot, c->world_ranks[r])->node_id;
+        bool first_of_node = true;
+        for (int q = 0; q < r; q++) {
+            if (strcmp(id, gx_boot_record(c->boot, c->world_ranks[q])->node_id) == 0) {
+                first_of_node = false;
+                break;
+            }
+        }
+        if (first_of_node) {
+            if (strcmp(id, mine) == 0)
+                c->node_index = c->node_count;
+            c->node_count++;
+        }
+        if (strcmp(id, mine) == 0) {
+            if (r < c->rank)
+                c->local_rank++;
+            c->local_size++;
+        }
+    }
+}
+
+static struct gx_comm *comm_alloc(struct gx_boot *boot, int rank, int size)
+{
+    struct gx_comm *c = calloc(1, sizeof(*c));
+    if (!c)
+        return NULL;
+    c->world_ranks = malloc((size_t)size * sizeof(int));
+    if (!c->world_ranks) {
+        free(c);
+        return NULL;
+    }
+    pthread_mutex_init(&c->lock, NULL);
+    atomic_init(&c->async_status, GX_OK);
+    atomic_init(&c->aborted, false);
+    c->boot = boot;
+    c->rank = rank;
+    c->size = size;
+    return c;
+}
+
+static void comm_free(struct gx_comm *c)
+{
+    pthread_mutex_destroy(&c->lock);
+    free(c->world_ranks);
+    free(c);
+}
+
+GX_API int gx_comm_init(const struct gx_config *config, struct gx_comm **comm_out)
+{
+    gx_clear_last_error();
+    if (!config)
+        return gx_fail(GX_EINVAL, GX_SUB_INIT, "gx_comm_init: config is NULL (use "
+                       "GX_CONFIG_INIT or gx_comm_init_env)");
+    if (!comm_out)
+        return gx_fail(GX_EINVAL, GX_SUB_INIT, "gx_comm_init: comm_out is NULL");
+    if (config->size != sizeof(struct gx_config))
+        return gx_fail(GX_EINVAL, GX_SUB_INIT,
+                       "gx_comm_init: config->size is %zu, this libgx %s expects %zu: start "
+                       "from GX_CONFIG_INIT and build against the installed gx.h",
+                       config->size, gx_version(), sizeof(struct gx_config));
+    int rc = gx_param_check_environment();
+    if (rc != GX_OK)
+        return rc;
+    struct comm_setup setup;
+    rc = comm_setup_resolve(config, &setup);
+    if (rc != GX_OK)
+        return rc;
+    if (setup.boot.listen_fd >= 0)
+        unsetenv("GX_BOOT_LISTEN_FD"); /* inherited once; a second init binds anew */
+    gx_log_set_rank(setup.boot.rank);
+    GX_INFO(GX_SUB_INIT, "init: rank %d of %d via %s, node '%s'", setup.boot.rank,
+            setup.boot.world_size, setup.init_method, setup.node_id);
+    struct gx_boot *boot;
+    rc = gx_boot_create(&setup.boot, &boot);
+    if (rc != GX_OK)
+        return rc;
+    struct gx_comm *c = comm_alloc(boot, setup.boot.rank, setup.boot.world_size);
+    if (!c) {
+        gx_boot_release(boot);
+        return gx_fail(GX_ENOMEM, GX_SUB_INIT, "gx_comm_init: out of memory");
+    }
+    for (int r = 0; r < c->size; r++)
+        c->world_ranks[r] = r;
+    c->comm_id = WORLD_COMM_ID;
+    c->op_timeout_ms = setup.op_timeout_ms;
+    snprintf(c->name, sizeof(c->name), "%s", setup.name);
+    compute_nodes(c);
+    GX_INFO(GX_SUB_INIT, "init done: rank %d/%d, local %d/%d, node %d of %d", c->rank, c->size,
+            c->local_rank, c->local_size, c->node_index, c->node_count);
+    *comm_out = c;
+    return GX_OK;
+}
+
+GX_API int gx_comm_init_env(struct gx_comm **comm_out)
+{
+    struct gx_config cfg = GX_CONFIG_INIT;
+    return gx_comm_init(&cfg, comm_out);
+}
+
+struct split_entry {
+    int32_t color;
+    int32_t key;
+};
+
+static uint64_t child_comm_id(uint64_t parent, uint64_t seq, int color)
+{
+    uint8_t msg[20], digest[GX_SHA256_LEN];
+    memcpy(msg, &parent, 8);
+    memcpy(msg + 8, &seq, 8);
+    memcpy(msg + 16, &color, 4);
+    struct gx_sha256 h;
+    gx_sha256_init(&h);
+    gx_sha256_update(&h, msg, sizeof(msg));
+    gx_sha256_final(&h, digest);
+    uint64_t id;
+    memcpy(&id, digest, sizeof(id));
+    return id | 2; /* never WORLD_COMM_ID, never 0 */
+}
+
+GX_API int gx_comm_split(struct gx_comm *comm, int color, int key, struct gx_comm **out)
+{
+    gx_clear_last_error();
+    if (!comm)
+        return gx_fail(GX_EINVAL, GX_SUB_INIT, "gx_comm_split: comm is NULL");
+    if (!out)
+        return gx_fail(GX_EINVAL, GX_SUB_INIT, "gx_comm_split: out is NULL");
+    int rc = gx_comm_check_usable(comm, "gx_comm_split");
+    if (rc != GX_OK)
+        return rc;
+    struct split_entry mine = { color < 0 ? -1 : color, key };
+    struct split_entry *all = malloc((size_t)comm->size * sizeof(*all));
+    if (!all)
+        return gx_fail(GX_ENOMEM, GX_SUB_INIT, "gx_comm_split: out of memory");
+    uint64_t seq = gx_comm_next_seq(comm);
+    struct boot_group g = gx_comm_group(comm);
+    rc = boot_allgather(&g, seq, BOOT_OP_SPLIT, &mine, all, sizeof(mine),
+                        gx_comm_op_deadline(comm));
+    if (rc != GX_OK) {
+        free(all);
+        return gx_comm_note_failure(comm, rc);
+    }
+    if (mine.color < 0) {
+        free(all);
+        *out = NULL;
+        return GX_OK;
+    }
+    /* Members ordered by (key, parent rank): insertion sort keeps it stable. */
+    int n = 0;
+    int *members = malloc((size_t)comm->size * sizeof(int));
+    if (!members) {
+        free(all);
+        return gx_fail(GX_ENOMEM, GX_SUB_INIT, "gx_comm_split: out of memory");
+    }
+    for (int r = 0; r < comm->size; r++) {
+        if (all[r].color != mine.color)
+            continue;
+        int pos = n++;
+        while (pos > 0 && all[members[pos - 1]].key > all[r].key) {
+            members[pos] = members[pos - 1];
+            pos--;
+        }
+        members[pos] = r;
+    }
+    int new_rank = 0;
+    for (int i = 0; i < n; i++)
+        if (members[i] == comm->rank)
+            new_rank = i;
+    struct gx_comm *c = comm_alloc(comm->boot, new_rank, n);
+    if (!c) {
+        free(members);
+        free(all);
+        return gx_fail(GX_ENOMEM, GX_SUB_INIT, "gx_comm_split: out of memory");
+    }
+    for (int i = 0; i < n; i++)
+        c->world_ranks[i] = comm->world_ranks[members[i]];
+    free(members);
+    free(all);
+    gx_boot_retain(comm->boot);
+    c->comm_id = child_comm_id(comm->comm_id, seq, mine.color);
+    c->op_timeout_ms = comm->op_timeout_ms;
+    snprintf(c->name, sizeof(c->name), "%.20s/%d", comm->name, mine.color);
+    compute_nodes(c);
+    *out = c;
+    return GX_OK;
+}
+
+/* ---- teardown ---------------------------------------------------------- */
+
+GX_API int gx_comm_finalize(struct gx_comm *comm)
+{
+    gx_clear_last_error();
+    if (!comm)
+        return gx_fail(GX_EINVAL, GX_SUB_INIT, "gx_comm_finalize: comm is NULL");
+    int rc = gx_comm_check_usable(comm, "gx_comm_finalize");
+    if (rc != GX_OK)
+        return rc;
+    /* A barrier of its own kind: a rank finalizing while another still runs
+     * a barrier is reported as a mismatch, not silently paired. */
+    struct boot_group g = gx_comm_group(comm);
+    rc = boot_barrier(&g, gx_comm_next_seq(comm), BOOT_OP_FINALIZE, gx_comm_op_deadline(comm));
+    pthread_mutex_lock(&comm->lock);
+    comm->finalized = true;
+    pthread_mutex_unlock(&comm->lock);
+    return gx_comm_note_failure(comm, rc);
+}
+
+GX_API void gx_comm_destroy(struct gx_comm *comm)
+{
+    if (!comm)
+        return;
+    gx_boot_release(comm->boot);
+    comm_free(comm);
+}
+
+GX_API void gx_comm_abort(struct gx_comm *comm)
+{
+    if (!comm || atomic_exchange(&comm->aborted, true))
+        return;
+    char msg[256];
+    snprintf(msg, sizeof(msg), "rank %d aborted communicator '%s' (gx_comm_abort)",
+             gx_boot_rank(comm->boot), comm->name);
+    GX_WARN(GX_SUB_INIT, "%s", msg);
+    gx_comm_set_async_error(comm, GX_EABORTED, msg);
+    gx_boot_fail(comm->boot, GX_EABORTED, gx_boot_rank(comm->boot), msg);
+    gx_boot_shutdown(comm->boot);
+}
+
+GX_API int gx_comm_get_async_error(const struct gx_comm *comm, char *msg, size_t msg_len)
+{
+    if (!comm)
+        return GX_EINVAL;
+    struct gx_comm *c = (struct gx_comm *)comm;
+    if (atomic_load(&c->async_status) == GX_OK && !atomic_load(&c->aborted)) {
+        /* Pick up failures other ranks reported meanwhile. */
+        gx_boot_progress(c->boot, 0);
+        char bmsg[512];
+        int bs = gx_boot_failure(c->boot, bmsg, sizeof(bmsg));
+        if (bs != GX_OK)
+            gx_comm_set_async_error(c, bs, bmsg);
+    }
+    int status = atomic_load(&c->async_status);
+    if (msg && msg_len) {
+        pthread_mutex_lock(&c->lock);
+        snprintf(msg, msg_len, "%s", status == GX_OK ? "" : c->async_msg);
+        pthread_mutex_unlock(&c->lock);
+    }
+    return status;
+}
+
+/* ---- queries ------------------------------------------------------------ */
+
+GX_API int gx_comm_rank(const struct gx_comm *comm) { return comm ? comm->rank : -1; }
+GX_API int gx_comm_size(const struct gx_comm *comm) { return comm ? comm->size : -1; }
+GX_API int gx_comm_local_rank(const struct gx_comm *comm) { return comm ? comm->local_rank : -1; }
+GX_API int gx_comm_local_size(const struct gx_comm *comm) { return comm ? comm->local_size : -1; }
+GX_API int gx_comm_node_count(const struct gx_comm *comm) { return comm ? comm->node_count : -1; }
+GX_API int gx_comm_node_index(const struct gx_comm *comm) { return comm ? comm->node_index : -1; }

@@ -1,0 +1,34 @@
+/*
+ * request.h - struct gx_request: a non-blocking operation stepped by
+ * gx_test()/gx_wait(). An operation supplies a step function that returns
+ * GX_OK when finished, GX_INPROGRESS while waiting, or an error.
+ */
+#ifndef GX_REQUEST_H
+#define GX_REQUEST_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "collectives/boot_coll.h"
+#include "collectives/comm_internal.h"
+
+struct gx_request {
+    struct gx_comm *comm;
+    const char *op_name;
+    int (*step)(struct gx_request *req);
+    void (*release)(struct gx_request *req); /* may be NULL */
+    uint64_t seq;
+    uint64_t deadline;
+    int status;
+    bool done;
+    union {
+        struct boot_barrier_state barrier;
+    } u;
+    void *priv;
+};
+
+/** Allocate a request for `op_name` on `comm` with the op's deadline. */
+struct gx_request *gx_request_new(struct gx_comm *comm, const char *op_name,
+                                  int (*step)(struct gx_request *));
+
+#endif

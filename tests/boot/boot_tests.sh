@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# Multi-process bootstrap tests. Usage: boot_tests.sh BIN_DIR CASE [ARGS...]
+# Each case prints what it checked and exits non-zero on the first surprise.
+set -u
+BIN=$1
+CASE=$2
+shift 2
+RUN="$BIN/gx-run"
+CHECK="$BIN/boot_check"
+TMP=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$TMP"' EXIT
+export GX_INIT_TIMEOUT=${GX_INIT_TIMEOUT:-60} GX_TIMEOUT=${GX_TIMEOUT:-60}
+
+fail() { echo "FAIL: $*"; for f in "$TMP"/*.log; do [ -f "$f" ] && { echo "--- $f"; cat "$f"; }; done; exit 1; }
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+count_pass() { grep -c '^.*PASS' "$1" || true; }
+
+# Start N ranks by hand (no gx-run) with the given init method; wait for all.
+start_ranks() { # n method key mode...
+    local n=$1 method=$2 key=$3; shift 3
+    local pids=()
+    for ((r = 0; r < n; r++)); do
+        GX_RANK=$r GX_SIZE=$n GX_INIT_METHOD=$method GX_JOB_KEY=$key \
+            timeout 90 "$CHECK" "$@" >"$TMP/rank$r.log" 2>&1 &
+        pids+=($!)
+    done
+    local bad=0
+    for p in "${pids[@]}"; do wait "$p" || bad=1; done
+    return $bad
+}
+
+case "$CASE" in
+env) # gx-run sets GX_* (env://)
+    n=$1
+    "$RUN" -n "$n" --timeout 90 "$CHECK" basic >"$TMP/out.log" 2>&1 || fail "gx-run -n $n exited $?"
+    [ "$(count_pass "$TMP/out.log")" -eq "$n" ] || fail "expected $n PASS lines"
+    ;;
+torchrun) # torchrun's variables only
+    n=$1; port=$(free_port); pids=()
+    for ((r = 0; r < n; r++)); do
+        env -u GX_RANK RANK=$r WORLD_SIZE=$n LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+            GX_SIZE=$n GX_RANK=$r timeout 90 "$CHECK" basic >"$TMP/rank$r.log" 2>&1 &
+        pids+=($!)
+    done
+    for p in "${pids[@]}"; do wait "$p" || fail "a rank failed"; done
+    ;;
+tcp)
+    n=$1; port=$(free_port)
+    start_ranks "$n" "tcp://127.0.0.1:$port" k1 basic || fail "tcp:// with $n ranks"
+    ;;
+file)
+    n=$1
+    start_ranks "$n" "file://$TMP/rendezvous" k2 basic || fail "file:// with $n ranks"
+    ;;
+nodes) # two fake nodes via GX_NODE_ID, one gx-run per node
+    port=$(free_port)
+    BOOT_CHECK_NODES=2 "$RUN" -n 2 --nnodes 2 --node-rank 0 --master 127.0.0.1:$port --job-key kk \
+        --node-id nodeA --timeout 90 "$CHECK" basic >"$TMP/a.log" 2>&1 &
+    a=$!
+    BOOT_CHECK_NODES=2 "$RUN" -n 2 --nnodes 2 --node-rank 1 --master 127.0.0.1:$port --job-key kk \
+        --node-id nodeB --timeout 90 "$CHECK" basic >"$TMP/b.log" 2>&1 || fail "node 1 failed"
+    wait $a || fail "node 0 failed"
+    ;;
+kill) # a rank killed during barrier: the others fail naming it
+    n=$1; victim=$2
+    GX_TIMEOUT=10 "$RUN" --keep-going -n "$n" --timeout 60 "$CHECK" kill "$victim" >"$TMP/out.log" 2>&1
+    rc=$?
+    [ $rc -eq 137 ] || fail "gx-run exit $rc, expected 137 (victim killed)"
+    grep -q "rank $victim (pid [0-9]*) was killed by signal 9" "$TMP/out.log" || fail "gx-run did not name the victim"
+    [ "$(count_pass "$TMP/out.log")" -eq $((n - 1)) ] || fail "expected $((n - 1)) ranks to fail naming rank $victim"
+    ;;
+launcher-stops) # without --keep-going, one failing rank stops the rest
+    "$RUN" -n 4 --timeout 60 sh -c 'if [ "$GX_RANK" = 2 ]; then exit 3; fi; sleep 50' >"$TMP/out.log" 2>&1
+    rc=$?
+    [ $rc -eq 3 ] || fail "gx-run exit $rc, expected rank 2's status 3"
+    grep -q "rank 2 (pid [0-9]*) exited with status 3" "$TMP/out.log" || fail "gx-run did not name rank 2"
+    ;;
+wrong-key)
+    port=$(free_port)
+    GX_INIT_TIMEOUT=5 GX_RANK=0 GX_SIZE=2 GX_INIT_METHOD=tcp://127.0.0.1:$port GX_JOB_KEY=right \
+        "$CHECK" expect-init-fail GX_ETIMEOUT "ranks 1" >"$TMP/rank0.log" 2>&1 &
+    r0=$!
+    GX_INIT_TIMEOUT=5 GX_RANK=1 GX_SIZE=2 GX_INIT_METHOD=tcp://127.0.0.1:$port GX_JOB_KEY=wrong \
+        "$CHECK" expect-init-fail GX_EAUTH "job key" >"$TMP/rank1.log" 2>&1 || fail "rank 1 with the wrong key"
+    wait $r0 || fail "rank 0 did not time out naming rank 1"
+    grep -q "rejected bootstrap connection from 127.0.0.1:[0-9]*: wrong job key" "$TMP/rank0.log" \
+        || fail "rank 0 did not log the rejected connection with its address"
+    ;;
+side-by-side) # two jobs at once, plus an intruder and garbage aimed at job A
+    port=$(free_port)
+    "$RUN" -n 4 --master 127.0.0.1:$port --timeout 90 "$CHECK" loop 300 "$TMP/go" >"$TMP/a.log" 2>&1 &
+    a=$!
+    "$RUN" -n 4 --timeout 90 "$CHECK" loop 300 >"$TMP/b.log" 2>&1 &
+    b=$!
+    sleep 0.3
+    GX_INIT_TIMEOUT=5 GX_RANK=1 GX_SIZE=4 GX_INIT_METHOD=tcp://127.0.0.1:$port GX_JOB_KEY=intruder \
+        "$CHECK" expect-init-fail GX_EAUTH "job key" >"$TMP/intruder.log" 2>&1 || fail "intruder was not refused"
+    head -c 4096 /dev/urandom >"/dev/tcp/127.0.0.1/$port" 2>/dev/null || true
+    touch "$TMP/go"
+    wait $a || fail "job A failed"
+    wait $b || fail "job B failed"
+    [ "$(count_pass "$TMP/a.log")" -eq 4 ] && [ "$(count_pass "$TMP/b.log")" -eq 4 ] || fail "missing PASS lines"
+    ;;
+bad-count)
+    "$RUN" -n 0 true >"$TMP/n0.log" 2>&1 && fail "gx-run -n 0 accepted"
+    grep -q -- "-n '0' is not a number from 1" "$TMP/n0.log" || fail "gx-run -n 0 message"
+    "$RUN" -n abc true >"$TMP/nabc.log" 2>&1 && fail "gx-run -n abc accepted"
+    "$RUN" true >"$TMP/none.log" 2>&1 && fail "gx-run without -n accepted"
+    grep -q "rank count is required" "$TMP/none.log" || fail "gx-run without -n message"
+    env -u GX_SIZE -u WORLD_SIZE -u SLURM_NTASKS -u OMPI_COMM_WORLD_SIZE GX_RANK=0 \
+        "$CHECK" expect-init-fail GX_EINVAL "world size unknown" >"$TMP/a.log" 2>&1 || fail "missing size"
+    GX_RANK=0 GX_SIZE=0 "$CHECK" expect-init-fail GX_EINVAL "GX_SIZE=0" >"$TMP/b.log" 2>&1 || fail "size 0"
+    GX_RANK=5 GX_SIZE=4 "$CHECK" expect-init-fail GX_EINVAL "GX_RANK=5 is out of range" >"$TMP/c.log" 2>&1 || fail "rank 5 of 4"
+    GX_RANK=0 GX_SIZE=x2 "$CHECK" expect-init-fail GX_EINVAL "GX_SIZE='x2'" >"$TMP/d.log" 2>&1 || fail "size x2"
+    ;;
+missing-rank) # a rank that never arrives is named when the deadline fires
+    port=$(free_port)
+    GX_INIT_TIMEOUT=2 GX_RANK=0 GX_SIZE=3 GX_INIT_METHOD=tcp://127.0.0.1:$port GX_JOB_KEY=m \
+        "$CHECK" expect-init-fail GX_ETIMEOUT "ranks 2)" >"$TMP/rank0.log" 2>&1 &
+    r0=$!
+    GX_INIT_TIMEOUT=2 GX_RANK=1 GX_SIZE=3 GX_INIT_METHOD=tcp://127.0.0.1:$port GX_JOB_KEY=m \
+        "$CHECK" expect-init-fail GX_E "rank 0" >"$TMP/rank1.log" 2>&1 || fail "rank 1 did not fail naming rank 0"
+    wait $r0 || fail "rank 0 did not name missing rank 2"
+    ;;
+size-mismatch) # ranks disagree on the world size
+    port=$(free_port)
+    GX_RANK=0 GX_SIZE=2 GX_INIT_METHOD=tcp://127.0.0.1:$port GX_JOB_KEY=s \
+        "$CHECK" expect-init-fail GX_EMISMATCH "world size" >"$TMP/rank0.log" 2>&1 &
+    r0=$!
+    GX_RANK=1 GX_SIZE=3 GX_INIT_METHOD=tcp://127.0.0.1:$port GX_JOB_KEY=s \
+        "$CHECK" expect-init-fail GX_E "world size" >"$TMP/rank1.log" 2>&1 || fail "rank 1 not told"
+    wait $r0 || fail "rank 0 did not report the mismatch"
+    ;;
+bad-param)
+    GX_RANK=0 GX_SIZE=1 GX_TIMEOUT=abc "$CHECK" expect-init-fail GX_EINVAL "GX_TIMEOUT='abc' is malformed" \
+        >"$TMP/a.log" 2>&1 || fail "malformed GX_TIMEOUT"
+    GX_RANK=0 GX_SIZE=1 GX_TIMEOUTT=5 "$CHECK" loop 1 >"$TMP/b.log" 2>&1 || fail "single rank with a typo variable"
+    grep -q "unknown variable GX_TIMEOUTT ignored; did you mean GX_TIMEOUT?" "$TMP/b.log" || fail "no did-you-mean warning"
+    GX_RANK=0 GX_SIZE=1 GX_DEBUG=loud "$CHECK" expect-init-fail GX_EINVAL "GX_DEBUG='loud'" >"$TMP/c.log" 2>&1 \
+        || fail "malformed GX_DEBUG"
+    ;;
+*) echo "unknown case $CASE"; exit 2 ;;
+esac
+echo "ok: $CASE $*"
