@@ -230,10 +230,10 @@ static int place_all(struct place_ctx *c, const char *spec, struct gx_topo_place
     int n = c->n, rc;
     int *primary = calloc((size_t)n, sizeof(int));
     int *rows = calloc((size_t)n, sizeof(int));
-    int *cand = calloc((size_t)c->m + 1, sizeof(int));
-    int *nics_of = calloc((size_t)n, sizeof(int));
+    /* c->nic has room for every NIC of the machine; so does cand. */
+    int *cand = calloc((size_t)(t->kind_count[GX_TOPO_RDMA_NIC] + t->kind_count[GX_TOPO_ETH_NIC]) + 1, sizeof(int));
     bool *done = calloc((size_t)n, sizeof(bool));
-    if (!primary || !rows || !cand || !nics_of || !done) {
+    if (!primary || !rows || !cand || !done) {
         rc = gx_fail(GX_ENOMEM, GX_SUB_TOPO, "out of memory in placement");
         goto out;
     }
@@ -298,7 +298,6 @@ static int place_all(struct place_ctx *c, const char *spec, struct gx_topo_place
             pl->nics[0] = c->nic[primary[r]];
             pl->nic_ports[0] = c->port[primary[r]];
             pl->nic_path = rank_nic_path(c, r, primary[r]);
-            nics_of[r] = 1;
         }
         fill_cpuset(c, r, pl);
     }
@@ -332,7 +331,6 @@ out:
     free(primary);
     free(rows);
     free(cand);
-    free(nics_of);
     free(done);
     return rc;
 }

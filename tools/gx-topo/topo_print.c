@@ -71,7 +71,8 @@ void topo_print_text(FILE *out, const struct gx_topo *topo, int nranks, const st
             w = (int)strlen(l.d[i].name) + 1;
 
     fprintf(out, "Topology: %s (%d NUMA node%s, CPUs %s)\n\n", gx_topo_source(topo), gx_topo_numa_count(topo),
-            gx_topo_numa_count(topo) == 1 ? "" : "s", gx_topo_machine_cpuset(topo));
+            gx_topo_numa_count(topo) == 1 ? "" : "s",
+            gx_topo_machine_cpuset(topo)[0] ? gx_topo_machine_cpuset(topo) : "unknown");
     fprintf(out, "%-*s", w, "");
     for (int j = 0; j < l.n; j++)
         fprintf(out, "%-*s", w, l.d[j].name);
