@@ -17,8 +17,8 @@
 #include "gx/gx.h"
 
 extern char **environ;
-extern const struct gx_param __start_gx_params[];
-extern const struct gx_param __stop_gx_params[];
+extern const struct gx_param __start_gx_params[] __attribute__((visibility("hidden")));
+extern const struct gx_param __stop_gx_params[] __attribute__((visibility("hidden")));
 
 const struct gx_param *gx_param_at(size_t i)
 {

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# gx.sh - build, demo and test gx on a Debian 12 machine.
+#
+#   ./gx.sh demo            install what is missing, build, run the demo job
+#   ./gx.sh test [--long]   install what is missing, build with tests, run ctest
+#   ./gx.sh build           configure and build only
+#   ./gx.sh deps [test]     install (or, when not root, print) the Debian packages
+#
+# Environment: BUILD_DIR (default build), GX_JOBS (build parallelism).
+set -euo pipefail
+cd "$(dirname "$0")"
+BUILD_DIR=${BUILD_DIR:-build}
+JOBS=${GX_JOBS:-$(nproc)}
+
+BUILD_PKGS=(cmake ninja-build gcc pkg-config libhwloc-dev hwloc libibverbs-dev)
+TEST_PKGS=(python3 iproute2 ibverbs-utils perftest procps)
+
+say() { printf '\n==> %s\n' "$*"; }
+
+install_packages() {
+    local missing=()
+    for p in "$@"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "gx.sh: missing Debian packages; run as root:" >&2
+        echo "  apt-get update && apt-get install -y ${missing[*]}" >&2
+        exit 1
+    fi
+    say "installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+configure_and_build() {
+    say "configuring in $BUILD_DIR"
+    cmake -S . -B "$BUILD_DIR" -G Ninja -DGX_WERROR=ON "$@"
+    say "building"
+    cmake --build "$BUILD_DIR" -j "$JOBS"
+}
+
+cmd=${1:-help}
+shift || true
+case "$cmd" in
+deps)
+    install_packages "${BUILD_PKGS[@]}"
+    [ "${1:-}" = test ] && install_packages "${TEST_PKGS[@]}"
+    ;;
+build)
+    install_packages "${BUILD_PKGS[@]}"
+    configure_and_build "$@"
+    ;;
+demo)
+    install_packages "${BUILD_PKGS[@]}"
+    configure_and_build -DGX_BUILD_TESTS=OFF
+    say "running the demo: 4 local ranks under gx-run"
+    "$BUILD_DIR/bin/gx-run" -n 4 --tag-output --timeout 300 "$BUILD_DIR/bin/gx-demo"
+    ;;
+test)
+    long=0
+    for a in "$@"; do
+        case "$a" in
+        --long) long=1 ;;
+        *) echo "gx.sh test: unknown option $a" >&2; exit 2 ;;
+        esac
+    done
+    install_packages "${BUILD_PKGS[@]}" "${TEST_PKGS[@]}"
+    configure_and_build -DGX_BUILD_TESTS=ON
+    say "running the test suite"
+    args=(--test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" --timeout 600)
+    [ $long -eq 1 ] || args+=(-LE long)
+    ctest "${args[@]}"
+    ;;
+help|-h|--help)
+    sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'
+    ;;
+*)
+    echo "gx.sh: unknown command '$cmd' (demo, test, build, deps)" >&2
+    exit 2
+    ;;
+esac

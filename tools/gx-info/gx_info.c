@@ -1,0 +1,155 @@
+/*
+ * gx-info - what this gx build contains and what it finds on this machine.
+ *
+ *   gx-info          version, features (and why each is off), providers and
+ *                    the devices each one finds
+ *   gx-info --env    every GX_* variable with its type, default and help
+ *   gx-info --json   the first view as JSON
+ */
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/param.h"
+#include "fabric/fabric.h"
+#include "gx/gx.h"
+#include "gx_build_config.h"
+
+struct feature {
+    const char *name;
+    int on;
+    const char *reason;
+};
+
+static const struct feature features[] = {
+    { "verbs", GX_HAVE_VERBS, GX_REASON_VERBS },
+    { "dpdk", GX_HAVE_DPDK, GX_REASON_DPDK },
+    { "cuda", GX_HAVE_CUDA, GX_REASON_CUDA },
+    { "nccl", GX_HAVE_NCCL, GX_REASON_NCCL },
+    { "hwloc", GX_HAVE_HWLOC, GX_REASON_HWLOC },
+};
+#define NFEATURES (sizeof(features) / sizeof(features[0]))
+
+static void json_string(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            printf("\\%c", *s);
+        else if ((unsigned char)*s < 0x20)
+            printf("\\u%04x", *s);
+        else
+            putchar(*s);
+    }
+    putchar('"');
+}
+
+static int print_env(void)
+{
+    printf("%-24s %-7s %-10s %s\n", "variable", "type", "default", "help");
+    for (size_t i = 0; gx_param_at(i); i++) {
+        const struct gx_param *p = gx_param_at(i);
+        const char *def = p->default_value[0] ? p->default_value : "(unset)";
+        printf("%-24s %-7s %-10s %s", p->name, gx_param_type_name(p->type), def, p->help);
+        if (p->type == GX_PARAM_ENUM)
+            printf(" [%s]", p->choices);
+        if (gx_param_is_set(p))
+            printf(" (now: %s)", gx_param_text(p));
+        printf("\n");
+    }
+    return 0;
+}
+
+static void print_providers(bool json)
+{
+    if (json)
+        printf("  \"providers\": [");
+    else
+        printf("\nproviders:\n");
+    for (size_t i = 0; gx_fab_provider_at(i); i++) {
+        const struct gx_fab_provider *prov = gx_fab_provider_at(i);
+        struct gx_fab_devinfo devs[16];
+        int count = 0;
+        int rc = gx_fab_probe(prov, devs, 16, &count);
+        if (json) {
+            printf("%s\n    {\"name\": ", i ? "," : "");
+            json_string(prov->name);
+            printf(", \"status\": ");
+            json_string(rc == GX_OK ? "ok" : gx_strerror(rc));
+            printf(", \"devices\": [");
+            for (int d = 0; rc == GX_OK && d < count && d < 16; d++) {
+                printf("%s{\"name\": ", d ? ", " : "");
+                json_string(devs[d].name);
+                printf(", \"detail\": ");
+                json_string(devs[d].detail);
+                printf(", \"link_gbps\": %.1f}", (double)devs[d].link_bps * 8 / 1e9);
+            }
+            printf("]}");
+            continue;
+        }
+        printf("  %-6s %s\n", prov->name, prov->description);
+        if (rc != GX_OK) {
+            printf("         no devices: %s%s%s\n", gx_strerror(rc), gx_last_error()[0] ? ": " : "",
+                   gx_last_error());
+        } else if (count == 0) {
+            printf("         no devices found\n");
+        }
+        for (int d = 0; rc == GX_OK && d < count && d < 16; d++) {
+            printf("         %-12s %s", devs[d].name, devs[d].detail);
+            if (devs[d].link_bps)
+                printf(" (%.1f Gb/s)", (double)devs[d].link_bps * 8 / 1e9);
+            printf("\n");
+        }
+    }
+    if (json)
+        printf("\n  ]\n");
+}
+
+static int print_info(bool json)
+{
+    if (json) {
+        printf("{\n  \"version\": ");
+        json_string(gx_version());
+        printf(",\n  \"features\": {");
+        for (size_t i = 0; i < NFEATURES; i++) {
+            printf("%s\n    ", i ? "," : "");
+            json_string(features[i].name);
+            printf(": {\"on\": %s, \"reason\": ", features[i].on ? "true" : "false");
+            json_string(features[i].reason);
+            printf("}");
+        }
+        printf("\n  },\n");
+        print_providers(true);
+        printf("}\n");
+        return 0;
+    }
+    printf("gx %s\n\nfeatures built in:\n", gx_version());
+    for (size_t i = 0; i < NFEATURES; i++)
+        printf("  %-6s %-3s  %s\n", features[i].name, features[i].on ? "on" : "off",
+               features[i].reason);
+    print_providers(false);
+    printf("\nrun 'gx-info --env' for every GX_* setting\n");
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    bool json = false, env = false;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0) {
+            json = true;
+        } else if (strcmp(argv[i], "--env") == 0) {
+            env = true;
+        } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            printf("usage: gx-info [--json] [--env]\n"
+                   "  (no option)  version, features and why each is off, providers, devices\n"
+                   "  --json       the same as JSON\n"
+                   "  --env        every GX_* variable: type, default, help, current value\n");
+            return 0;
+        } else {
+            fprintf(stderr, "gx-info: unknown option '%s' (try --help)\n", argv[i]);
+            return 2;
+        }
+    }
+    return env ? print_env() : print_info(json);
+}
