@@ -245,8 +245,11 @@ static bool rx_place_frame(struct tcp_ep *ep, struct tcp_stream *s)
                      h->msg_seq);
         return true;
     }
-    if (ep->rx_done + k >= ep->rx_post)
-        return false; /* receive posted late: leave the bytes in the socket */
+    /* Frames are placed only for the oldest incomplete message: stripes of one
+     * message land in parallel, but a later message never overtakes an
+     * earlier one (overlapping writes land in post order, as on RDMA RC). */
+    if (k != 0 || ep->rx_done >= ep->rx_post)
+        return false; /* earlier message in flight, or receive posted late */
     struct tcp_rxslot *r = &ep->rx[(ep->rx_done + k) % ep->depth];
     if (!r->started) {
         if (h->op == GX_TCP_OP_SEND && h->msg_len > r->len) {
