@@ -191,7 +191,11 @@ static void consume_inbound(struct shm_ep *ep)
 {
     struct shm_ring_ctl *ctl = &ep->seg->ctl[ep->in_ring];
     uint64_t head = load_acquire(&ctl->head);
-    while (ep->in_tail < head && ep->rx_done < ep->rx_post && ep->state == SHM_ESTABLISHED) {
+    /* A budget per progress call keeps one busy endpoint from starving the
+     * others on the cq, and completion times honest. */
+    uint64_t budget = 1u << 20;
+    while (ep->in_tail < head && ep->rx_done < ep->rx_post && ep->state == SHM_ESTABLISHED &&
+           budget > 0) {
         struct shm_slot *s = shm_slot_at(ep->seg, ep->in_ring, ep->in_tail);
         struct shm_rx *r = &ep->rx[ep->rx_done % ep->depth];
         /* Copy the header fields once: the peer could scribble on the slot. */
@@ -246,6 +250,7 @@ static void consume_inbound(struct shm_ep *ep)
         }
         gx_fab_swcq_push(&ep->cq->sw, &e);
         ep->rx_done++;
+        budget = len + 64 >= budget ? 0 : budget - len - 64;
     }
 }
 
