@@ -195,6 +195,7 @@ struct sv_swqe {
 	uint32_t first_psn, npkts;
 	uint32_t rd_next;   /* READ: responses received in order */
 	uint32_t rd_rereq;  /* READ: rd_next at the last re-request */
+	uint32_t rd_hi;     /* READ: index of the last response seen */
 	uint8_t checked, done;
 	uint16_t err;       /* pending error status + 1, reported at head */
 	struct ibv_sge *sge;
@@ -237,6 +238,7 @@ struct sv_qp {
 	/* responder */
 	uint32_t epsn;
 	int nak_sent, ack_pending, since_ack;
+	uint32_t nak_hi;     /* last out-of-sequence PSN seen since the NAK */
 	int in_msg;          /* a SEND / WRITE_IMM message is in progress */
 	struct sv_rwqe cur;  /* receive WQE consumed by the current SEND */
 	int have_cur;

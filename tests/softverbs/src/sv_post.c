@@ -71,6 +71,7 @@ static int sv_build_swqe(struct sv_qp *qp, const struct ibv_send_wr *wr)
 	w->err = 0;
 	w->rd_next = 0;
 	w->rd_rereq = UINT32_MAX;
+	w->rd_hi = 0;
 	if (wr->send_flags & IBV_SEND_INLINE) {
 		uint8_t *buf = qp->sq_inline + (size_t)(qp->sq_tail % qp->sq_cap) * SV_MAX_INLINE;
 		uint32_t off = 0;

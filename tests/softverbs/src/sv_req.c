@@ -395,11 +395,15 @@ static void sv_on_read_resp(struct sv_qp *qp, const struct sv_hdr *h, const uint
 	if (k < 0 || (uint32_t)k < w->rd_next)
 		return; /* duplicate */
 	if ((uint32_t)k > w->rd_next) {
-		/* a response is missing: re-request from it, once per gap */
-		if (w->rd_rereq != w->rd_next) {
+		/* A response is missing: re-request from it once per gap, and
+		 * again when the responder visibly restarted (an index not above
+		 * the previous one: responses of one request arrive in order)
+		 * and the gap is still there. */
+		if (w->rd_rereq != w->rd_next || (uint32_t)k <= w->rd_hi) {
 			sv_rewind_to(qp, idx, w->rd_next);
 			sv_req_push(qp);
 		}
+		w->rd_hi = (uint32_t)k;
 		return;
 	}
 	uint32_t off = w->rd_next * qp->mtu;

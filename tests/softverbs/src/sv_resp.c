@@ -89,6 +89,7 @@ static void sv_rnr(struct sv_qp *qp, const struct sv_hdr *h)
 	sv_resp_reply(qp, SV_SYN_NAK_RNR, h->psn, (uint8_t)qp->attr.min_rnr_timer);
 	qp->ctx->st.rnr_nak_sent++;
 	qp->nak_sent = 1; /* the rest of the window is dropped silently */
+	qp->nak_hi = h->psn;
 }
 
 static void sv_recv_complete(struct sv_qp *qp, const struct sv_hdr *h,
@@ -273,11 +274,18 @@ void sv_resp_on_request(struct sv_qp *qp, const struct sv_hdr *h, const uint8_t 
 	}
 	d = sv_psn_diff(h->psn, qp->epsn);
 	if (d > 0) {
-		if (!qp->nak_sent) {
+		/* One NAK per gap, as IB requires; but when the requester has
+		 * visibly gone back (a PSN not above the previous one) and the
+		 * gap is still there, its retransmission was lost too: NAK again
+		 * rather than wait for its timer. */
+		if (!qp->nak_sent || sv_psn_diff(h->psn, qp->nak_hi) <= 0) {
 			sv_resp_flush_ack(qp);
 			sv_resp_reply(qp, SV_SYN_NAK_SEQ, qp->epsn, 0);
 			qp->ctx->st.nak_seq_sent++;
 			qp->nak_sent = 1;
+			qp->nak_hi = h->psn;
+		} else {
+			qp->nak_hi = h->psn;
 		}
 		return;
 	}
