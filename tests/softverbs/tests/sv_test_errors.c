@@ -96,6 +96,22 @@ int case_bad_lkey(void)
 	expect_wc(p.cq[0], 1, IBV_WC_LOC_PROT_ERR, "SGE past its region");
 	pair_destroy(&p);
 
+	/* a receive WQE with a bad lkey: the receiver reports a local
+	 * protection error, the sender a remote operational error */
+	pair_create(&p, &o);
+	pair_connect(&p);
+	{
+		struct ibv_sge rs = { addr(&p, 1, 0), 256, p.mr[1]->lkey ^ 0x300 };
+		struct ibv_recv_wr rw = { .wr_id = 700, .sg_list = &rs, .num_sge = 1 }, *rb;
+		CHECK(ibv_post_recv(p.qp[1], &rw, &rb) == 0, "post_recv");
+	}
+	CHECK(post_one(p.qp[0], IBV_WR_SEND, 1, addr(&p, 0, 0), 64, p.mr[0]->lkey, 0, 0,
+		       IBV_SEND_SIGNALED, 0) == 0,
+	      "post");
+	expect_wc(p.cq[1], 700, IBV_WC_LOC_PROT_ERR, "receive WQE with a bad lkey");
+	expect_wc(p.cq[0], 1, IBV_WC_REM_OP_ERR, "sender to a bad receive WQE");
+	pair_destroy(&p);
+
 	/* RDMA READ lands in local memory: needs IBV_ACCESS_LOCAL_WRITE */
 	o.mr_access = IBV_ACCESS_REMOTE_READ;
 	pair_create(&p, &o);
