@@ -9,6 +9,7 @@
 #include "collectives/boot_coll.h"
 #include "collectives/comm_env.h"
 #include "collectives/comm_internal.h"
+#include "collectives/xport.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/param.h"
@@ -74,6 +75,12 @@ int gx_comm_boot_allgather(struct gx_comm *c, const void *mine, void *all, size_
     return gx_comm_note_failure(c, rc);
 }
 
+bool gx_comm_same_node(const struct gx_comm *c, int a, int b)
+{
+    return strcmp(gx_boot_record(c->boot, c->world_ranks[a])->node_id,
+                  gx_boot_record(c->boot, c->world_ranks[b])->node_id) == 0;
+}
+
 /* ---- construction ------------------------------------------------------ */
 
 /* Node layout of a communicator from the members' node ids. */
@@ -127,6 +134,7 @@ static struct gx_comm *comm_alloc(struct gx_boot *boot, int rank, int size)
 
 static void comm_free(struct gx_comm *c)
 {
+    gx_xport_close(c->xport);
     pthread_mutex_destroy(&c->lock);
     free(c->world_ranks);
     free(c);
@@ -171,7 +179,14 @@ GX_API int gx_comm_init(const struct gx_config *config, struct gx_comm **comm_ou
     c->comm_id = WORLD_COMM_ID;
     c->op_timeout_ms = setup.op_timeout_ms;
     snprintf(c->name, sizeof(c->name), "%s", setup.name);
+    snprintf(c->job_key, sizeof(c->job_key), "%s", setup.job_key);
     compute_nodes(c);
+    rc = gx_xport_open(c, &c->xport);
+    if (rc != GX_OK) {
+        comm_free(c);
+        gx_boot_release(boot);
+        return rc;
+    }
     GX_INFO(GX_SUB_INIT, "init done: rank %d/%d, local %d/%d, node %d of %d", c->rank, c->size,
             c->local_rank, c->local_size, c->node_index, c->node_count);
     *comm_out = c;
@@ -266,7 +281,14 @@ GX_API int gx_comm_split(struct gx_comm *comm, int color, int key, struct gx_com
     c->comm_id = child_comm_id(comm->comm_id, seq, mine.color);
     c->op_timeout_ms = comm->op_timeout_ms;
     snprintf(c->name, sizeof(c->name), "%.20s/%d", comm->name, mine.color);
+    snprintf(c->job_key, sizeof(c->job_key), "%s", comm->job_key);
     compute_nodes(c);
+    rc = gx_xport_open(c, &c->xport);
+    if (rc != GX_OK) {
+        comm_free(c);
+        gx_boot_release(comm->boot);
+        return gx_comm_note_failure(comm, rc);
+    }
     *out = c;
     return GX_OK;
 }
@@ -295,8 +317,9 @@ GX_API void gx_comm_destroy(struct gx_comm *comm)
 {
     if (!comm)
         return;
-    gx_boot_release(comm->boot);
+    struct gx_boot *boot = comm->boot;
     comm_free(comm);
+    gx_boot_release(boot);
 }
 
 GX_API void gx_comm_abort(struct gx_comm *comm)
@@ -310,6 +333,8 @@ GX_API void gx_comm_abort(struct gx_comm *comm)
     gx_comm_set_async_error(comm, GX_EABORTED, msg);
     gx_boot_fail(comm->boot, GX_EABORTED, gx_boot_rank(comm->boot), msg);
     gx_boot_shutdown(comm->boot);
+    if (comm->xport)
+        gx_xport_abort(comm->xport);
 }
 
 GX_API int gx_comm_get_async_error(const struct gx_comm *comm, char *msg, size_t msg_len)

@@ -26,6 +26,8 @@ struct gx_comm {
     int node_index;
     int op_timeout_ms;
     char name[32];
+    char job_key[256];          /* authenticates the fabric connections too */
+    struct gx_xport *xport;     /* endpoints to every peer (xport.h) */
 
     pthread_mutex_t lock;       /* guards seq and the state flags below */
     uint64_t seq;               /* bootstrap operations issued on this comm */
@@ -52,6 +54,9 @@ int gx_comm_check_usable(struct gx_comm *c, const char *op);
 int gx_comm_set_async_error(struct gx_comm *c, int status, const char *msg);
 /** After a failed operation: remember the error (with gx_last_error()). */
 int gx_comm_note_failure(struct gx_comm *c, int status);
+
+/** True when comm ranks `a` and `b` run on the same node. */
+bool gx_comm_same_node(const struct gx_comm *c, int a, int b);
 
 /** All-gather over the bootstrap (for other layers' address exchange). */
 int gx_comm_boot_allgather(struct gx_comm *c, const void *mine, void *all, size_t each);

@@ -2,7 +2,9 @@
  * barrier, which runs over the bootstrap network. */
 #include "collectives/request.h"
 
+#include <sched.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "common/clock.h"
 #include "common/log.h"
@@ -55,7 +57,7 @@ GX_API int gx_wait(struct gx_request *req, int timeout_ms)
         return gx_fail(GX_EINVAL, GX_SUB_COLL, "gx_wait: req is NULL");
     uint64_t deadline = gx_deadline_after_ms(timeout_ms < 0 ? req->comm->op_timeout_ms
                                                             : timeout_ms);
-    for (;;) {
+    for (unsigned spins = 0;; spins++) {
         request_step(req);
         if (req->done)
             return req->status;
@@ -64,7 +66,13 @@ GX_API int gx_wait(struct gx_request *req, int timeout_ms)
             return gx_fail(GX_ETIMEOUT, GX_SUB_COLL, "gx_wait: %s #%llu still running after "
                            "%d ms (the request stays valid)", req->op_name,
                            (unsigned long long)req->seq, timeout_ms);
-        gx_boot_progress(req->comm->boot, left < 20 ? left : 20);
+        /* Spin briefly, then yield, then nap: many ranks share few cores. */
+        if (spins > 2000) {
+            struct timespec ts = { 0, spins > 20000 ? 200000 : 20000 };
+            nanosleep(&ts, NULL);
+        } else if (spins > 200) {
+            sched_yield();
+        }
     }
 }
 

@@ -11,6 +11,7 @@
 
 #include "collectives/boot_coll.h"
 #include "collectives/comm_internal.h"
+#include "collectives/xport.h"
 
 struct gx_request {
     struct gx_comm *comm;
@@ -23,6 +24,10 @@ struct gx_request {
     bool done;
     union {
         struct boot_barrier_state barrier;
+        struct {
+            struct xp_op op;
+            size_t elem_size;
+        } p2p;
     } u;
     void *priv;
 };

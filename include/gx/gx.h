@@ -218,6 +218,28 @@ GX_API int gx_ibarrier(struct gx_comm *comm, struct gx_request **req);
 
 #include "gx/gx_topo.h"
 
+/* ---------------------------------------------------------------------------
+ * Point-to-point (host memory).
+ *
+ * A message is `count` elements of `dtype`. Tags are 0..2147483647. Messages
+ * between the same pair of ranks with the same tag are matched in the order
+ * they were sent. A receive may be larger than the message (the request then
+ * reports the smaller count); a receive smaller than the message fails on both
+ * ranks with GX_ETRUNCATE naming both ranks and sizes. A rank may send to
+ * itself. Buffers must stay untouched until the operation completes.
+ * ------------------------------------------------------------------------ */
+GX_API int gx_send(struct gx_comm *comm, const void *buf, size_t count, enum gx_datatype dtype,
+                   int peer, int tag);
+/** `count_out` (may be NULL) receives the number of elements that arrived. */
+GX_API int gx_recv(struct gx_comm *comm, void *buf, size_t count, enum gx_datatype dtype,
+                   int peer, int tag, size_t *count_out);
+GX_API int gx_isend(struct gx_comm *comm, const void *buf, size_t count, enum gx_datatype dtype,
+                    int peer, int tag, struct gx_request **req);
+GX_API int gx_irecv(struct gx_comm *comm, void *buf, size_t count, enum gx_datatype dtype,
+                    int peer, int tag, struct gx_request **req);
+/** Elements received by a completed receive request. */
+GX_API int gx_request_count(const struct gx_request *req, size_t *count_out);
+
 #ifdef __cplusplus
 }
 #endif

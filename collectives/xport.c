@@ -1,0 +1,276 @@
+/*
+ * xport.c - opening and closing a communicator's transport, progress and
+ * waiting. The protocol itself is in xport_p2p.c.
+ *
+ * Provider choice is made from facts every rank shares (the node layout and
+ * GX_PROVIDER), so every rank opens the same meshes in the same order: shm
+ * for peers on the same node when any node has two ranks, the network
+ * provider (tcp) for peers on other nodes when there are several nodes.
+ */
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "collectives/comm_internal.h"
+#include "collectives/xport_internal.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/param.h"
+
+GX_PARAM_DEFINE(gx_param_provider, "GX_PROVIDER", GX_PARAM_STRING, "", NULL,
+                "Force one fabric provider for every peer (shm, tcp, verbs, dpdk). Unset: shm "
+                "inside a node, the network provider (GX_NET) between nodes.");
+GX_PARAM_DEFINE(gx_param_net, "GX_NET", GX_PARAM_STRING, "tcp", NULL,
+                "Provider for peers on other nodes when GX_PROVIDER is unset.");
+GX_PARAM_DEFINE(gx_param_eager_limit, "GX_EAGER_LIMIT", GX_PARAM_SIZE, "16K", NULL,
+                "Largest message sent eagerly (copied through bounce slots); larger ones use "
+                "rendezvous and are written straight into the receive buffer.");
+
+static int xp_allgather(void *ctx, const void *mine, void *all, size_t len)
+{
+    return gx_comm_boot_allgather(ctx, mine, all, len);
+}
+
+static int open_domain(struct gx_xport *x, const char *name, const unsigned char *mask,
+                       struct xp_domain *d)
+{
+    struct gx_comm *c = x->comm;
+    d->prov = gx_fab_provider_find(name);
+    if (!d->prov)
+        return gx_fail(GX_EINVAL, GX_SUB_COLL, "provider '%s' is not built in (built: %s)", name,
+                       gx_fab_provider_names());
+    struct gx_fab_domain_attr attr = GX_FAB_DOMAIN_ATTR_INIT;
+    attr.job_key = c->job_key;
+    attr.rank = c->rank;
+    int rc = gx_fab_domain_open(d->prov, &attr, &d->dom);
+    if (rc == GX_OK)
+        rc = gx_fab_cq_open(d->dom, &d->cq);
+    if (rc == GX_OK)
+        rc = gx_fab_rcache_create_domain(d->dom, GX_FAB_ACCESS_LOCAL, &d->rcache_send);
+    if (rc == GX_OK)
+        rc = gx_fab_rcache_create_domain(d->dom, GX_FAB_ACCESS_LOCAL | GX_FAB_ACCESS_REMOTE_WRITE,
+                                         &d->rcache_recv);
+    if (rc != GX_OK)
+        return rc;
+    struct gx_fab_mesh_attr ma = GX_FAB_MESH_ATTR_INIT;
+    ma.rank = c->rank;
+    ma.nranks = c->size;
+    ma.allgather = xp_allgather;
+    ma.allgather_ctx = c;
+    ma.peers = mask;
+    return gx_fab_mesh_create(d->dom, d->cq, &ma, &d->mesh);
+}
+
+static int setup_peer(struct gx_xport *x, struct xp_peer *p)
+{
+    size_t slot = x->eager_limit;
+    size_t bytes = slot * (XP_RECV_SLOTS + XP_SEND_SLOTS);
+    p->slab = aligned_alloc(4096, (bytes + 4095) & ~(size_t)4095);
+    if (!p->slab)
+        return gx_fail(GX_ENOMEM, GX_SUB_COLL, "transport: no memory for bounce slots");
+    int rc = gx_fab_mr_reg(p->d->dom, p->slab, bytes, GX_FAB_MEM_HOST, GX_FAB_ACCESS_LOCAL,
+                           &p->slab_mr);
+    if (rc != GX_OK)
+        return rc;
+    for (int i = 0; i < XP_RECV_SLOTS; i++) {
+        p->recv_slots[i] = (struct xp_slot){ .ctx_type = XP_CTX_RECV_SLOT, .peer = p,
+                                             .buf = p->slab + slot * (size_t)i };
+        rc = xp_post_recv_slot(&p->recv_slots[i]);
+        if (rc != GX_OK)
+            return rc;
+    }
+    for (int i = 0; i < XP_SEND_SLOTS; i++)
+        p->send_slots[i] = (struct xp_slot){ .ctx_type = XP_CTX_SEND_SLOT, .peer = p,
+                                             .buf = p->slab + slot * (size_t)(XP_RECV_SLOTS + i) };
+    p->send_free = XP_SEND_SLOTS;
+    return GX_OK;
+}
+
+int gx_xport_open(struct gx_comm *c, struct gx_xport **out)
+{
+    struct gx_xport *x = calloc(1, sizeof(*x));
+    unsigned char *local = calloc((size_t)c->size, 1), *remote = calloc((size_t)c->size, 1);
+    if (x)
+        x->peers = calloc((size_t)c->size, sizeof(*x->peers));
+    if (!x || !x->peers || !local || !remote) {
+        free(local);
+        free(remote);
+        if (x)
+            free(x->peers);
+        free(x);
+        return gx_fail(GX_ENOMEM, GX_SUB_COLL, "transport: out of memory");
+    }
+    pthread_mutex_init(&x->lock, NULL);
+    x->comm = c;
+    x->rank = c->rank;
+    x->size = c->size;
+    x->next_send_id = 1;
+    x->next_recv_id = 1;
+    int rc = gx_param_size(&gx_param_eager_limit, &x->eager_limit);
+    if (rc == GX_OK && (x->eager_limit < 256 || x->eager_limit > (1u << 20)))
+        rc = gx_fail(GX_EINVAL, GX_SUB_COLL, "GX_EAGER_LIMIT=%zu must be 256 B..1 MiB",
+                     x->eager_limit);
+    x->eager_limit = (x->eager_limit + 63) & ~(size_t)63;
+
+    /* Which meshes: decided from shared facts only. */
+    bool any_shared_node = false;
+    for (int r = 0; r < c->size; r++) {
+        for (int q = 0; q < c->size; q++) {
+            if (q == r)
+                continue;
+            bool same = gx_comm_same_node(c, r, q);
+            any_shared_node |= same;
+            if (r == c->rank) {
+                local[q] = same;
+                remote[q] = !same;
+            }
+        }
+    }
+    const char *forced = gx_param_text(&gx_param_provider);
+    if (rc == GX_OK && forced[0]) {
+        for (int q = 0; q < c->size; q++)
+            local[q] = q != c->rank;
+        rc = open_domain(x, forced, local, &x->doms[x->ndoms++]);
+        memset(remote, 0, (size_t)c->size);
+    } else if (rc == GX_OK) {
+        if (any_shared_node)
+            rc = open_domain(x, "shm", local, &x->doms[x->ndoms++]);
+        if (rc == GX_OK && c->node_count > 1)
+            rc = open_domain(x, gx_param_text(&gx_param_net), remote, &x->doms[x->ndoms++]);
+    }
+    for (int q = 0; rc == GX_OK && q < c->size; q++) {
+        struct xp_peer *p = &x->peers[q];
+        p->rank = q;
+        p->x = x;
+        if (q == c->rank)
+            continue;
+        p->d = (forced[0] || local[q]) ? &x->doms[0] : &x->doms[x->ndoms - 1];
+        p->ep = gx_fab_mesh_ep(p->d->mesh, q);
+        if (!p->ep)
+            rc = gx_fail(GX_ECONNECT, GX_SUB_COLL, "transport: no endpoint to rank %d", q);
+        else
+            rc = setup_peer(x, p);
+    }
+    free(local);
+    free(remote);
+    if (rc != GX_OK) {
+        gx_xport_close(x);
+        return rc;
+    }
+    GX_INFO(GX_SUB_COLL, "transport of '%s': %d mesh(es), eager limit %zu B", c->name, x->ndoms,
+            x->eager_limit);
+    *out = x;
+    return GX_OK;
+}
+
+static void close_meshes_locked(struct gx_xport *x, const char *why)
+{
+    for (int q = 0; q < x->size; q++)
+        xp_fail_peer(&x->peers[q], GX_EABORTED, why);
+    for (int i = 0; i < x->ndoms; i++) {
+        gx_fab_mesh_destroy(x->doms[i].mesh);
+        x->doms[i].mesh = NULL;
+    }
+    for (int q = 0; q < x->size; q++)
+        x->peers[q].ep = NULL;
+}
+
+void gx_xport_abort(struct gx_xport *x)
+{
+    pthread_mutex_lock(&x->lock);
+    if (!x->aborted) {
+        x->aborted = true;
+        close_meshes_locked(x, "the communicator was aborted");
+    }
+    pthread_mutex_unlock(&x->lock);
+}
+
+void gx_xport_close(struct gx_xport *x)
+{
+    if (!x)
+        return;
+    pthread_mutex_lock(&x->lock);
+    if (!x->aborted)
+        close_meshes_locked(x, "the communicator is being destroyed");
+    for (int q = 0; q < x->size; q++) {
+        struct xp_peer *p = &x->peers[q];
+        gx_fab_mr_dereg(p->slab_mr);
+        free(p->slab);
+        for (struct xp_unexpected *u = p->unexp_head, *n; u; u = n) {
+            n = u->next;
+            free(u);
+        }
+    }
+    for (int i = 0; i < x->ndoms; i++) {
+        struct xp_domain *d = &x->doms[i];
+        if (d->rcache_send)
+            gx_fab_rcache_destroy(d->rcache_send);
+        if (d->rcache_recv)
+            gx_fab_rcache_destroy(d->rcache_recv);
+        gx_fab_cq_close(d->cq);
+        if (d->dom)
+            gx_fab_domain_close(d->dom);
+    }
+    pthread_mutex_unlock(&x->lock);
+    pthread_mutex_destroy(&x->lock);
+    free(x->peers);
+    free(x);
+}
+
+static int progress_locked(struct gx_xport *x)
+{
+    struct gx_fab_cqe cqes[32];
+    if (x->aborted)
+        return GX_OK;
+    for (int i = 0; i < x->ndoms; i++) {
+        for (;;) {
+            int n = gx_fab_cq_poll(x->doms[i].cq, cqes, 32);
+            if (n < 0)
+                return n;
+            for (int k = 0; k < n; k++)
+                xp_handle_cqe(x, &cqes[k]);
+            if (n < 32)
+                break;
+        }
+    }
+    return GX_OK;
+}
+
+int gx_xport_progress(struct gx_xport *x)
+{
+    pthread_mutex_lock(&x->lock);
+    int rc = progress_locked(x);
+    pthread_mutex_unlock(&x->lock);
+    return rc;
+}
+
+int gx_xport_wait(struct gx_xport *x, struct xp_op *op, uint64_t deadline)
+{
+    for (unsigned spins = 0;; spins++) {
+        int rc = gx_xport_progress(x);
+        if (rc != GX_OK)
+            return rc;
+        if (__atomic_load_n(&op->done, __ATOMIC_ACQUIRE))
+            return op->status;
+        if (gx_ms_left(deadline) == 0)
+            return GX_ETIMEOUT;
+        /* Spin briefly, then yield, then nap: many ranks share few cores. */
+        if (spins > 2000) {
+            struct timespec ts = { 0, spins > 20000 ? 200000 : 20000 };
+            nanosleep(&ts, NULL);
+        } else if (spins > 200) {
+            sched_yield();
+        }
+    }
+}
+
+const char *gx_xport_provider_of(const struct gx_xport *x, int peer)
+{
+    if (peer == x->rank)
+        return "self";
+    if (peer < 0 || peer >= x->size || !x->peers[peer].d)
+        return "none";
+    return x->peers[peer].d->prov->name;
+}

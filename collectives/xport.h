@@ -1,0 +1,80 @@
+/*
+ * xport.h - a communicator's transport: one fabric endpoint per peer (shm
+ * inside a node, the network provider between nodes) and a tagged message
+ * protocol on top of the fabric's send / write-with-immediate.
+ *
+ *  - eager: messages up to GX_EAGER_LIMIT bytes are copied into a registered
+ *    send slot and land in one of the receiver's pre-posted bounce slots;
+ *  - rendezvous: larger messages send an RTS; the receiver, once a matching
+ *    receive is posted, registers its buffer and answers with a CTS carrying
+ *    address and remote key; the sender writes the payload straight into the
+ *    receive buffer with write-with-immediate (zero copy on verbs).
+ *
+ * Matching is per (peer, tag) in arrival order. A receive smaller than the
+ * message fails on both sides with GX_ETRUNCATE naming ranks and sizes.
+ * Flow control is the provider's (a send waits in the provider until the
+ * receiver re-posts a slot). All calls take the transport lock; the fabric
+ * objects are only touched under it.
+ */
+#ifndef GX_XPORT_H
+#define GX_XPORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct gx_comm;
+struct gx_xport;
+struct xp_peer;
+
+/* Tags: user point-to-point tags are 0..2^31-1; collectives use the upper
+ * half (XP_TAG_INTERNAL | ...), so the two never match each other. */
+#define XP_TAG_INTERNAL 0x80000000u
+
+enum xp_op_kind { XP_OP_SEND = 1, XP_OP_RECV = 2 };
+
+/** One send or receive. Owned by the caller (embed it); valid until done. */
+struct xp_op {
+    uint8_t ctx_type;        /* must stay first: fabric contexts point here */
+    uint8_t kind;            /* enum xp_op_kind */
+    uint8_t state;           /* protocol state, private to p2p.c */
+    bool done;
+    int status;              /* valid once done */
+    int peer;
+    uint32_t tag;
+    void *buf;
+    size_t len;              /* send: bytes; receive: capacity */
+    size_t received;         /* receive: bytes of the matched message */
+    uint32_t id;             /* rendezvous id */
+    struct xp_op *next;      /* queue link, private */
+    void *reg;               /* rendezvous registration, private */
+    char err[200];           /* why it failed (already logged once) */
+};
+
+/** Open the transport of `comm` (collective: connects every peer). */
+int gx_xport_open(struct gx_comm *comm, struct gx_xport **out);
+/** Close every endpoint; outstanding operations fail with GX_EABORTED. */
+void gx_xport_close(struct gx_xport *x);
+
+/** Abort: fail every outstanding operation with GX_EABORTED and close the
+ *  endpoints so peers notice; the memory stays valid until gx_xport_close. */
+void gx_xport_abort(struct gx_xport *x);
+
+/** Start an operation; completion is reported through op->done/status. A
+ *  post that fails returns the error and the op is not started. */
+int gx_xport_send(struct gx_xport *x, struct xp_op *op, int peer, uint32_t tag, const void *buf,
+                  size_t len);
+int gx_xport_recv(struct gx_xport *x, struct xp_op *op, int peer, uint32_t tag, void *buf,
+                  size_t len);
+
+/** Poll completions and advance protocols. Returns GX_OK or a fatal error. */
+int gx_xport_progress(struct gx_xport *x);
+
+/** Block until `op` is done or `deadline` (gx_now_ns) passes; on timeout the
+ *  op stays outstanding and GX_ETIMEOUT is returned. */
+int gx_xport_wait(struct gx_xport *x, struct xp_op *op, uint64_t deadline);
+
+/** Name of the provider used to reach `peer` ("shm", "tcp", "self"). */
+const char *gx_xport_provider_of(const struct gx_xport *x, int peer);
+
+#endif

@@ -1,0 +1,43 @@
+/*
+ * xport_proto.h - wire format of the transport's messages. The message type
+ * and the user tag travel in the fabric send's 64-bit tag; control payloads
+ * are the structs below. Rendezvous payloads arrive by write-with-immediate
+ * whose immediate is the receiver's rendezvous id.
+ */
+#ifndef GX_XPORT_PROTO_H
+#define GX_XPORT_PROTO_H
+
+#include <stdint.h>
+
+#include "fabric/fabric.h"
+
+#define XP_PROTO_VERSION 1
+
+enum xp_msg_type {
+    XP_MSG_EAGER = 1, /* payload = the message */
+    XP_MSG_RTS = 2,   /* payload = struct xp_rts */
+    XP_MSG_CTS = 3,   /* payload = struct xp_cts */
+};
+
+#define XP_WIRE_TAG(type, tag) (((uint64_t)(type) << 56) | ((uint64_t)XP_PROTO_VERSION << 48) | (tag))
+#define XP_WIRE_TYPE(wire) ((unsigned)((wire) >> 56))
+#define XP_WIRE_VERSION(wire) ((unsigned)(((wire) >> 48) & 0xff))
+#define XP_WIRE_USER_TAG(wire) ((uint32_t)(wire))
+
+struct xp_rts {
+    uint64_t size;      /* message bytes */
+    uint32_t send_id;   /* sender's id for the CTS */
+    uint32_t reserved;
+};
+
+struct xp_cts {
+    uint32_t send_id;   /* echoes the RTS */
+    int32_t status;     /* GX_OK, or GX_ETRUNCATE when the receive is too small */
+    uint32_t recv_id;   /* immediate to use for the write */
+    uint32_t reserved;
+    uint64_t raddr;     /* where to write */
+    uint64_t capacity;  /* receive size (for the error message) */
+    struct gx_fab_rkey rkey;
+};
+
+#endif
