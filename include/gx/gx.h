@@ -240,6 +240,78 @@ GX_API int gx_irecv(struct gx_comm *comm, void *buf, size_t count, enum gx_datat
 /** Elements received by a completed receive request. */
 GX_API int gx_request_count(const struct gx_request *req, size_t *count_out);
 
+/* ---------------------------------------------------------------------------
+ * Collectives (host memory). Every rank of `comm` calls the same collective
+ * with the same count, datatype, op and root, in the same order; a rank that
+ * called something else fails with GX_EMISMATCH naming both calls. Counts are
+ * in elements; any count works, including 0 and counts not divisible by the
+ * number of ranks. In-place operation, as in NCCL:
+ *   all_reduce, reduce, broadcast:  sendbuf == recvbuf
+ *   all_gather:      sendbuf == (char *)recvbuf + rank * sendcount * size(dtype)
+ *   reduce_scatter:  recvbuf == (char *)sendbuf + rank * recvcount * size(dtype)
+ * Other overlaps of send and receive buffers are rejected. The non-blocking
+ * form (gx_i*) returns a request; buffers stay untouched until it completes.
+ * Several may be outstanding; they complete correctly in any interleaving
+ * when issued in the same order on every rank. The blocking form waits up to
+ * GX_TIMEOUT. GX_ALGO forces an algorithm (see gx-info --tuning).
+ * ------------------------------------------------------------------------ */
+
+/** recvbuf[i] = op over ranks of sendbuf[i]; GX_AVG divides the sum by the
+ *  number of ranks. */
+GX_API int gx_allreduce(struct gx_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                        enum gx_datatype dtype, enum gx_redop op);
+GX_API int gx_iallreduce(struct gx_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                         enum gx_datatype dtype, enum gx_redop op, struct gx_request **req);
+
+/** Root's sendbuf is copied to every rank's recvbuf (sendbuf is ignored on
+ *  other ranks and may be NULL there). */
+GX_API int gx_broadcast(struct gx_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                        enum gx_datatype dtype, int root);
+GX_API int gx_ibroadcast(struct gx_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                         enum gx_datatype dtype, int root, struct gx_request **req);
+
+/** Like all_reduce, but only root's recvbuf receives the result (recvbuf is
+ *  ignored on other ranks and may be NULL there). */
+GX_API int gx_reduce(struct gx_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                     enum gx_datatype dtype, enum gx_redop op, int root);
+GX_API int gx_ireduce(struct gx_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                      enum gx_datatype dtype, enum gx_redop op, int root,
+                      struct gx_request **req);
+
+/** recvbuf (size * sendcount elements) = every rank's sendbuf in rank order. */
+GX_API int gx_allgather(struct gx_comm *comm, const void *sendbuf, void *recvbuf,
+                        size_t sendcount, enum gx_datatype dtype);
+GX_API int gx_iallgather(struct gx_comm *comm, const void *sendbuf, void *recvbuf,
+                         size_t sendcount, enum gx_datatype dtype, struct gx_request **req);
+
+/** sendbuf holds size * recvcount elements; rank r receives block r of the
+ *  element-wise reduction. */
+GX_API int gx_reduce_scatter(struct gx_comm *comm, const void *sendbuf, void *recvbuf,
+                             size_t recvcount, enum gx_datatype dtype, enum gx_redop op);
+GX_API int gx_ireduce_scatter(struct gx_comm *comm, const void *sendbuf, void *recvbuf,
+                              size_t recvcount, enum gx_datatype dtype, enum gx_redop op,
+                              struct gx_request **req);
+
+/** Root's recvbuf (size * sendcount elements) = every rank's sendbuf. */
+GX_API int gx_gather(struct gx_comm *comm, const void *sendbuf, void *recvbuf, size_t sendcount,
+                     enum gx_datatype dtype, int root);
+GX_API int gx_igather(struct gx_comm *comm, const void *sendbuf, void *recvbuf, size_t sendcount,
+                      enum gx_datatype dtype, int root, struct gx_request **req);
+
+/** Rank r's recvbuf = block r of root's sendbuf (size * recvcount elements). */
+GX_API int gx_scatter(struct gx_comm *comm, const void *sendbuf, void *recvbuf, size_t recvcount,
+                      enum gx_datatype dtype, int root);
+GX_API int gx_iscatter(struct gx_comm *comm, const void *sendbuf, void *recvbuf,
+                       size_t recvcount, enum gx_datatype dtype, int root,
+                       struct gx_request **req);
+
+/** Block j of rank i's sendbuf (count elements each) lands in block i of rank
+ *  j's recvbuf. */
+GX_API int gx_alltoall(struct gx_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                       enum gx_datatype dtype);
+GX_API int gx_ialltoall(struct gx_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                        enum gx_datatype dtype, struct gx_request **req);
+
 #ifdef __cplusplus
 }
 #endif
