@@ -139,6 +139,14 @@ bad-param)
     GX_RANK=0 GX_SIZE=1 GX_DEBUG=loud "$CHECK" expect-init-fail GX_EINVAL "GX_DEBUG='loud'" >"$TMP/c.log" 2>&1 \
         || fail "malformed GX_DEBUG"
     ;;
+debug-file) # GX_DEBUG_FILE with %h and %p, GX_DEBUG=info, GX_DEBUG_SUBSYS filter
+    GX_DEBUG=info GX_DEBUG_SUBSYS=init GX_DEBUG_FILE="$TMP/gx.%h.%p.log" "$RUN" -n 2 --timeout 60 \
+        "$CHECK" loop 3 >"$TMP/out.log" 2>&1 || fail "run with GX_DEBUG_FILE"
+    n=$(ls "$TMP"/gx."$(hostname)".*.log 2>/dev/null | wc -l)
+    [ "$n" -eq 2 ] || fail "expected one log file per rank named by host and pid, found $n"
+    grep -q "INFO init: init done" "$TMP"/gx.*.log || fail "no init lines in the log files"
+    grep -q " boot: " "$TMP"/gx.*.log && fail "GX_DEBUG_SUBSYS=init let boot lines through"
+    ;;
 *) echo "unknown case $CASE"; exit 2 ;;
 esac
 echo "ok: $CASE $*"
