@@ -91,3 +91,12 @@ function(sv_netns name port regex)
 endfunction()
 sv_netns(netns_rc_pingpong_grh 18621 "${SV_PINGPONG_RE}" ibv_rc_pingpong -g 0 -n 200)
 sv_netns(netns_ib_send_bw_roce 18622 "${SV_BW_RE}" ib_send_bw -x 0 -n 500)
+
+# The library as gx's provider loads it (dlopen + dlvsym), and its versions.
+add_executable(sv_dlopen_test ${CMAKE_CURRENT_LIST_DIR}/sv_dlopen_test.c)
+target_link_libraries(sv_dlopen_test PRIVATE ${CMAKE_DL_LIBS})
+add_test(NAME softverbs.dlopen COMMAND sv_dlopen_test ${SV_LIB})
+add_test(NAME softverbs.symbol_versions
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/check_versions.sh ${SV_LIB})
+set_tests_properties(softverbs.dlopen softverbs.symbol_versions PROPERTIES
+  LABELS softverbs SKIP_RETURN_CODE 77 TIMEOUT 30)
