@@ -121,6 +121,7 @@ gxbw() { # provider, args... -> JSON on stdout
 }
 field() { python3 -c "import json,sys; print(json.load(sys.stdin)['results'][0]['$1'])"; }
 
+load0=$(cut -d" " -f1-3 /proc/loadavg)
 : > "$tmp/rows"
 for r in $(seq 1 "$runs"); do
   mc=$("$tmp/copybench" memcpy)
@@ -161,6 +162,7 @@ if [ "$record" = 1 ]; then
     echo
     echo "CPU: $(lscpu | sed -n 's/^Model name:[[:space:]]*//p'), $(nproc) cores"
     echo "Kernel: $(uname -r); commit $(git -C "$root" rev-parse --short HEAD)"
+    echo "Load average at the start: $load0 (other work on the machine skews two-process figures)"
     echo "Command: perf/fabric_bench.sh -r $runs --record"
     echo
     echo "$report"
