@@ -1,0 +1,258 @@
+/*
+ * reduce_half.c - reduction kernels for f16 and bf16.
+ *
+ * sum, prod and the average's division widen both operands to f32, compute
+ * in f32 and round back to nearest even (half.h). f32 carries more than
+ * 2p+2 bits of either format, so this single extra rounding never changes a
+ * result: it equals the correctly rounded exact sum or product.
+ *
+ * min and max need no arithmetic: they compare the 16-bit patterns as
+ * ordered integers and return one operand unchanged (NaN first, see
+ * reduce.h), so no conversion can disturb a payload.
+ *
+ * f16 has two implementations: portable C, and on x86_64 an F16C + AVX one
+ * (vcvtph2ps / vcvtps2ph, 8 elements at a time) compiled with a target
+ * attribute and chosen at run time only when cpuid and the OS report
+ * support, so the library still runs on any x86_64. Both are bit-identical
+ * (the unit test checks). bf16 conversions are integer shifts and adds the
+ * compiler vectorises on its own.
+ */
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "collectives/half.h"
+#include "collectives/reduce_kernels.h"
+
+#ifdef __x86_64__
+#include <cpuid.h>
+#include <immintrin.h>
+#endif
+
+/* ---- min / max on 16-bit float patterns -------------------------------- */
+
+/* Map a sign-magnitude pattern to an int16 that orders like the value:
+ * negatives are mirrored below zero, so -0 (-1) sorts just under +0 (0). */
+static inline int16_t half_order_key(uint16_t h)
+{
+    return (int16_t)(h & 0x8000u ? h ^ 0x7fffu : h);
+}
+
+static inline int f16_is_nan(uint16_t h) { return (h & 0x7fffu) > 0x7c00u; }
+static inline int bf16_is_nan(uint16_t h) { return (h & 0x7fffu) > 0x7f80u; }
+
+static inline uint16_t f16_max(uint16_t a, uint16_t b)
+{
+    uint16_t m = half_order_key(b) > half_order_key(a) ? b : a;
+    m = f16_is_nan(b) ? b : m;
+    return f16_is_nan(a) ? a : m;
+}
+
+static inline uint16_t f16_min(uint16_t a, uint16_t b)
+{
+    uint16_t m = half_order_key(b) < half_order_key(a) ? b : a;
+    m = f16_is_nan(b) ? b : m;
+    return f16_is_nan(a) ? a : m;
+}
+
+static inline uint16_t bf16_max(uint16_t a, uint16_t b)
+{
+    uint16_t m = half_order_key(b) > half_order_key(a) ? b : a;
+    m = bf16_is_nan(b) ? b : m;
+    return bf16_is_nan(a) ? a : m;
+}
+
+static inline uint16_t bf16_min(uint16_t a, uint16_t b)
+{
+    uint16_t m = half_order_key(b) < half_order_key(a) ? b : a;
+    m = bf16_is_nan(b) ? b : m;
+    return bf16_is_nan(a) ? a : m;
+}
+
+/* ---- sum / prod through f32 -------------------------------------------- */
+
+static inline uint16_t f16_sum(uint16_t a, uint16_t b)
+{
+    return gx_f32_to_f16(gx_f16_to_f32(a) + gx_f16_to_f32(b));
+}
+
+static inline uint16_t f16_prod(uint16_t a, uint16_t b)
+{
+    return gx_f32_to_f16(gx_f16_to_f32(a) * gx_f16_to_f32(b));
+}
+
+static inline uint16_t bf16_sum(uint16_t a, uint16_t b)
+{
+    return gx_f32_to_bf16(gx_bf16_to_f32(a) + gx_bf16_to_f32(b));
+}
+
+static inline uint16_t bf16_prod(uint16_t a, uint16_t b)
+{
+    return gx_f32_to_bf16(gx_bf16_to_f32(a) * gx_bf16_to_f32(b));
+}
+
+GX_REDUCE_DEFINE_KERNELS(f16_sum_c, uint16_t, f16_sum)
+GX_REDUCE_DEFINE_KERNELS(f16_prod_c, uint16_t, f16_prod)
+GX_REDUCE_DEFINE_KERNELS(f16_min_c, uint16_t, f16_min)
+GX_REDUCE_DEFINE_KERNELS(f16_max_c, uint16_t, f16_max)
+GX_REDUCE_DEFINE_KERNELS(bf16_sum_c, uint16_t, bf16_sum)
+GX_REDUCE_DEFINE_KERNELS(bf16_prod_c, uint16_t, bf16_prod)
+GX_REDUCE_DEFINE_KERNELS(bf16_min_c, uint16_t, bf16_min)
+GX_REDUCE_DEFINE_KERNELS(bf16_max_c, uint16_t, bf16_max)
+
+static void f16_divide_c(void *buf_, size_t count, int nranks)
+{
+    uint16_t *restrict buf = buf_;
+    float n = (float)nranks;
+    for (size_t i = 0; i < count; i++)
+        buf[i] = gx_f32_to_f16(gx_f16_to_f32(buf[i]) / n);
+}
+
+static void bf16_divide_c(void *buf_, size_t count, int nranks)
+{
+    uint16_t *restrict buf = buf_;
+    float n = (float)nranks;
+    for (size_t i = 0; i < count; i++)
+        buf[i] = gx_f32_to_bf16(gx_bf16_to_f32(buf[i]) / n);
+}
+
+const struct gx_reduce_kernels gx_reduce_kernels_f16 = {
+    .fn = { [GX_SUM] = f16_sum_c, [GX_PROD] = f16_prod_c,
+            [GX_MIN] = f16_min_c, [GX_MAX] = f16_max_c },
+    .fn3 = { [GX_SUM] = f16_sum_c3, [GX_PROD] = f16_prod_c3,
+             [GX_MIN] = f16_min_c3, [GX_MAX] = f16_max_c3 },
+    .divide = f16_divide_c,
+};
+
+const struct gx_reduce_kernels gx_reduce_kernels_bf16 = {
+    .fn = { [GX_SUM] = bf16_sum_c, [GX_PROD] = bf16_prod_c,
+            [GX_MIN] = bf16_min_c, [GX_MAX] = bf16_max_c },
+    .fn3 = { [GX_SUM] = bf16_sum_c3, [GX_PROD] = bf16_prod_c3,
+             [GX_MIN] = bf16_min_c3, [GX_MAX] = bf16_max_c3 },
+    .divide = bf16_divide_c,
+};
+
+/* ---- f16 with F16C (x86_64) ------------------------------------------- */
+
+#ifdef __x86_64__
+
+#define F16C_TARGET __attribute__((target("avx,f16c")))
+
+F16C_TARGET static inline __m256 f16c_load8(const uint16_t *p)
+{
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
+}
+
+/* Immediate 0: round to nearest even regardless of MXCSR. */
+F16C_TARGET static inline void f16c_store8(uint16_t *p, __m256 v)
+{
+    _mm_storeu_si128((__m128i *)(void *)p, _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+}
+
+/*
+ * Whole groups of 8 go straight through; the last < 8 elements are copied
+ * into zero-padded 8-element buffers so they take the very same instructions
+ * (no separate scalar tail to keep bit-identical).
+ */
+#define F16C_KERNELS(name, VOP)                                                \
+    F16C_TARGET static void name(void *restrict inout_, const void *restrict in_, \
+                                 size_t count)                                 \
+    {                                                                          \
+        uint16_t *restrict io = inout_;                                        \
+        const uint16_t *restrict in = in_;                                     \
+        size_t i = 0;                                                          \
+        for (; i + 8 <= count; i += 8)                                         \
+            f16c_store8(io + i, VOP(f16c_load8(io + i), f16c_load8(in + i)));  \
+        if (i < count) {                                                       \
+            uint16_t ta[8] = { 0 }, tb[8] = { 0 };                             \
+            size_t rest = (count - i) * sizeof(uint16_t);                      \
+            memcpy(ta, io + i, rest);                                          \
+            memcpy(tb, in + i, rest);                                          \
+            f16c_store8(ta, VOP(f16c_load8(ta), f16c_load8(tb)));              \
+            memcpy(io + i, ta, rest);                                          \
+        }                                                                      \
+    }                                                                          \
+    F16C_TARGET static void name##3(void *restrict out_, const void *restrict a_, \
+                                    const void *restrict b_, size_t count)     \
+    {                                                                          \
+        uint16_t *restrict out = out_;                                         \
+        const uint16_t *restrict a = a_;                                       \
+        const uint16_t *restrict b = b_;                                       \
+        size_t i = 0;                                                          \
+        for (; i + 8 <= count; i += 8)                                         \
+            f16c_store8(out + i, VOP(f16c_load8(a + i), f16c_load8(b + i)));   \
+        if (i < count) {                                                       \
+            uint16_t ta[8] = { 0 }, tb[8] = { 0 };                             \
+            size_t rest = (count - i) * sizeof(uint16_t);                      \
+            memcpy(ta, a + i, rest);                                           \
+            memcpy(tb, b + i, rest);                                           \
+            f16c_store8(ta, VOP(f16c_load8(ta), f16c_load8(tb)));              \
+            memcpy(out + i, ta, rest);                                         \
+        }                                                                      \
+    }
+
+F16C_KERNELS(f16_sum_f16c, _mm256_add_ps)
+F16C_KERNELS(f16_prod_f16c, _mm256_mul_ps)
+
+F16C_TARGET static void f16_divide_f16c(void *buf_, size_t count, int nranks)
+{
+    uint16_t *restrict buf = buf_;
+    __m256 n = _mm256_set1_ps((float)nranks);
+    size_t i = 0;
+    for (; i + 8 <= count; i += 8)
+        f16c_store8(buf + i, _mm256_div_ps(f16c_load8(buf + i), n));
+    if (i < count) {
+        uint16_t t[8] = { 0 };
+        size_t rest = (count - i) * sizeof(uint16_t);
+        memcpy(t, buf + i, rest);
+        f16c_store8(t, _mm256_div_ps(f16c_load8(t), n));
+        memcpy(buf + i, t, rest);
+    }
+}
+
+static const struct gx_reduce_kernels f16_f16c = {
+    .fn = { [GX_SUM] = f16_sum_f16c, [GX_PROD] = f16_prod_f16c,
+            [GX_MIN] = f16_min_c, [GX_MAX] = f16_max_c },
+    .fn3 = { [GX_SUM] = f16_sum_f16c3, [GX_PROD] = f16_prod_f16c3,
+             [GX_MIN] = f16_min_c3, [GX_MAX] = f16_max_c3 },
+    .divide = f16_divide_f16c,
+};
+const struct gx_reduce_kernels *const gx_reduce_kernels_f16_f16c = &f16_f16c;
+
+/* cpuid says the CPU has AVX and F16C; XGETBV says the OS saves the YMM
+ * state (XCR0 bits 1 and 2), without which AVX instructions fault. */
+static bool detect_f16c(void)
+{
+    unsigned int eax, ebx, ecx, edx, xcr0_lo, xcr0_hi;
+    const unsigned int need = bit_OSXSAVE | bit_AVX | bit_F16C;
+
+    if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx) || (ecx & need) != need)
+        return false;
+    __asm__ volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+    (void)xcr0_hi;
+    return (xcr0_lo & 0x6u) == 0x6u;
+}
+
+bool gx_reduce_cpu_has_f16c(void)
+{
+    /* 0 unknown, 1 no, 2 yes. Racing first callers compute the same answer. */
+    static atomic_int state;
+    int s = atomic_load_explicit(&state, memory_order_relaxed);
+
+    if (s == 0) {
+        s = detect_f16c() ? 2 : 1;
+        atomic_store_explicit(&state, s, memory_order_relaxed);
+    }
+    return s == 2;
+}
+
+#else /* !__x86_64__ */
+
+const struct gx_reduce_kernels *const gx_reduce_kernels_f16_f16c = NULL;
+
+bool gx_reduce_cpu_has_f16c(void)
+{
+    return false;
+}
+
+#endif
