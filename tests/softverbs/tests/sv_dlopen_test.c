@@ -78,7 +78,11 @@ int main(int argc, char **argv)
 	if (!verbs_get_ctx_op(ctx, create_qp_ex) || !ctx->ops.poll_cq || !ctx->ops.post_send)
 		FAIL("context ops missing");
 	close_dev(ctx);
+	void (*free_list)(struct ibv_device **) =
+		(void (*)(struct ibv_device **))dlvsym(h, "ibv_free_device_list", "IBVERBS_1.1");
 	printf("PASS dlopen: %zu versioned symbols, %s port state %s\n",
 	       sizeof(syms) / sizeof(syms[0]), list[0]->name, "active");
+	free_list(list);
+	dlclose(h);
 	return 0;
 }
