@@ -29,7 +29,7 @@ ip -n "$a" link set "${a}0" up && ip -n "$b" link set "${b}0" up &&
 ip -n "$a" link set lo up && ip -n "$b" link set lo up || { echo "FAIL: namespace setup"; exit 1; }
 
 preload="$lib"
-[ -n "$SV_ASAN_PRELOAD" ] && preload="$SV_ASAN_PRELOAD $lib" &&
+[ -n "$SV_SANITIZER_PRELOAD" ] && preload="$SV_SANITIZER_PRELOAD $lib" &&
 	export ASAN_OPTIONS="detect_leaks=0:${ASAN_OPTIONS:-}"
 ip netns exec "$a" env SOFTVERBS_ADDR="$net.1" LD_PRELOAD="$preload" \
 	timeout -k 2 40 "$prog" "$@" -p "$port" >"$dir/server" 2>&1 &

@@ -12,9 +12,9 @@ if ! command -v "$prog" >/dev/null 2>&1; then
 fi
 [ -f "$lib" ] || { echo "FAIL: $lib missing"; exit 1; }
 preload="$lib"
-if [ -n "$SV_ASAN_PRELOAD" ]; then
+if [ -n "$SV_SANITIZER_PRELOAD" ]; then
 	# the library is sanitized, the program is not: load the runtime first
-	preload="$SV_ASAN_PRELOAD $lib"
+	preload="$SV_SANITIZER_PRELOAD $lib"
 	export ASAN_OPTIONS="detect_leaks=0:${ASAN_OPTIONS:-}"
 fi
 dir=$(mktemp -d /tmp/sv-pair.XXXXXX)
