@@ -302,9 +302,10 @@ static int file_read_records(struct gx_boot *b, const char *path)
     size_t cap = 0;
     int rc = GX_OK;
     while (rc == GX_OK && getline(&line, &cap, f) > 0) {
-        char ljob[32], hex[2 * sizeof(struct boot_rank_record) + 2];
+        char ljob[32], hex[512];
+        _Static_assert(2 * sizeof(struct boot_rank_record) < sizeof(hex) - 1, "hex buffer");
         int lrank;
-        if (sscanf(line, "gx1 %31s %d %400s", ljob, &lrank, hex) != 3 || strcmp(ljob, job) != 0)
+        if (sscanf(line, "gx1 %31s %d %511s", ljob, &lrank, hex) != 3 || strcmp(ljob, job) != 0)
             continue; /* another job's line, or not ours at all */
         struct boot_rank_record rec;
         if (lrank < 0 || lrank >= b->size || hex_decode(hex, &rec, sizeof(rec)) != 0)
