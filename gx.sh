@@ -2,7 +2,10 @@
 # gx.sh - build, demo and test gx on a Debian 12 machine.
 #
 #   ./gx.sh demo            install what is missing, build, run the demo job
-#   ./gx.sh test [--long]   install what is missing, build with tests, run ctest
+#   ./gx.sh test [--long] [--quick]
+#                           install what is missing, build with tests, run ctest;
+#                           then rebuild with ASan+UBSan and with TSan and run
+#                           the suites marked for them (--quick skips those)
 #   ./gx.sh build           configure and build only
 #   ./gx.sh deps [test]     install (or, when not root, print) the Debian packages
 #
@@ -13,7 +16,12 @@ BUILD_DIR=${BUILD_DIR:-build}
 JOBS=${GX_JOBS:-$(nproc)}
 
 BUILD_PKGS=(cmake ninja-build gcc pkg-config libhwloc-dev hwloc libibverbs-dev)
-TEST_PKGS=(python3 iproute2 ibverbs-utils perftest procps)
+TEST_PKGS=(python3 iproute2 ibverbs-utils perftest procps clang-14 libclang-rt-14-dev)
+# Under ASan+UBSan: everything but the long runs. Under TSan: the suites that
+# exercise threads (labelled "tsan").
+ASAN_EXCLUDE='long|nosan'
+TSAN_LABELS='tsan'
+
 
 say() { printf '\n==> %s\n' "$*"; }
 
@@ -35,7 +43,7 @@ install_packages() {
 }
 
 configure_and_build() {
-    say "configuring in $BUILD_DIR"
+    say "configuring in $BUILD_DIR ($*)"
     cmake -S . -B "$BUILD_DIR" -G Ninja -DGX_WERROR=ON "$@"
     say "building"
     cmake --build "$BUILD_DIR" -j "$JOBS"
@@ -60,9 +68,11 @@ demo)
     ;;
 test)
     long=0
+    quick=0
     for a in "$@"; do
         case "$a" in
         --long) long=1 ;;
+        --quick) quick=1 ;;
         *) echo "gx.sh test: unknown option $a" >&2; exit 2 ;;
         esac
     done
@@ -70,8 +80,20 @@ test)
     configure_and_build -DGX_BUILD_TESTS=ON
     say "running the test suite"
     args=(--test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" --timeout 600)
-    [ $long -eq 1 ] || args+=(-LE long)
-    ctest "${args[@]}"
+    if [ $long -eq 1 ]; then
+        ctest "${args[@]}"
+    else
+        ctest "${args[@]}" -LE long
+    fi
+    [ $quick -eq 1 ] && exit 0
+    say "ASan + UBSan build and run"
+    BUILD_DIR=$BUILD_DIR-asan configure_and_build -DGX_BUILD_TESTS=ON -DGX_SANITIZE_ADDRESS=ON
+    ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1} \
+        ctest --test-dir "$BUILD_DIR-asan" --output-on-failure -j "$JOBS" --timeout 900 -LE "$ASAN_EXCLUDE"
+    say "TSan build and run"
+    BUILD_DIR=$BUILD_DIR-tsan configure_and_build -DGX_BUILD_TESTS=ON -DGX_SANITIZE_THREAD=ON
+    TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1} \
+        ctest --test-dir "$BUILD_DIR-tsan" --output-on-failure -j "$JOBS" --timeout 900 -L "$TSAN_LABELS"
     ;;
 help|-h|--help)
     sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'

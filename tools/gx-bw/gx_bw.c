@@ -290,6 +290,7 @@ static void usage(void)
             "usage: gx-bw [-p PORT]                      (server)\n"
             "       gx-bw [--provider shm|tcp] [-s SIZE | -a] [-n ITERS] [--lat] [--json]\n"
             "             [-p PORT] HOST                 (client)\n"
+            "       gx-run -n 2 gx-bw [options]          (rank 0 serves, rank 1 measures)\n"
             "  --provider P   fabric provider (built: %s; default tcp)\n"
             "  -s, --size N   message size (K/M suffixes; default 65536, 2 with --lat)\n"
             "  -a, --all      all sizes from 2 B to 8 MiB\n"
@@ -313,7 +314,7 @@ int main(int argc, char **argv)
     const char *provider = "tcp";
     size_t size = 0;
     long long iters = 0, port = DEFAULT_PORT;
-    int all = 0, lat = 0, json = 0, c;
+    int all = 0, lat = 0, json = 0, c, rc;
     while ((c = getopt_long(argc, argv, "s:an:p:h", opts, NULL)) != -1) {
         switch (c) {
         case 'P': provider = optarg; break;
@@ -346,8 +347,28 @@ int main(int argc, char **argv)
     const char *key = getenv("GX_JOB_KEY"); /* declared by the bootstrap layer */
     if (!key || !*key)
         key = "gx-bw";
+    /* Under gx-run (or any launcher gx understands) with no HOST argument:
+     * rank 0 serves, rank 1 is the client, and the control port travels over
+     * the communicator. */
+    struct gx_comm *comm = NULL;
+    const char *server_host = server ? NULL : argv[optind];
+    char master_host[256];
+    if (server && getenv("GX_RANK") && getenv("GX_SIZE")) {
+        if ((rc = gx_comm_init_env(&comm)) != GX_OK)
+            die("joining the gx-run job", rc);
+        if (gx_comm_size(comm) != 2) {
+            fprintf(stderr, "gx-bw: under gx-run it needs exactly 2 ranks (gx-run -n 2 gx-bw), "
+                    "got %d\n", gx_comm_size(comm));
+            return 2;
+        }
+        server = gx_comm_rank(comm) == 0;
+        port = 0;
+        const char *m = getenv("GX_MASTER_ADDR");
+        snprintf(master_host, sizeof(master_host), "%s", m && *m ? m : "127.0.0.1");
+        server_host = master_host;
+    }
 
-    int oob = -1, rc;
+    int oob = -1;
     struct plan plan;
     memset(&plan, 0, sizeof(plan));
     if (server) {
@@ -356,7 +377,13 @@ int main(int argc, char **argv)
         if ((rc = gx_sock_resolve("0.0.0.0", (int)port, "listen address", &sa)) != GX_OK ||
             gx_sock_listen(&sa, 1, &lfd) != GX_OK)
             die("listening on the control port", rc ? rc : GX_ESYSTEM);
-        fprintf(stderr, "gx-bw: waiting for a client on port %lld\n", port);
+        if (comm) { /* tell rank 1 which port the kernel picked */
+            int32_t picked = gx_sock_port(&sa);
+            if ((rc = gx_send(comm, &picked, 1, GX_INT32, 1, 0)) != GX_OK)
+                die("sending the control port to rank 1", rc);
+        } else {
+            fprintf(stderr, "gx-bw: waiting for a client on port %lld\n", port);
+        }
         struct pollfd pfd = { .fd = lfd, .events = POLLIN };
         while ((rc = gx_sock_accept(lfd, &oob, NULL)) == GX_ETIMEOUT)
             poll(&pfd, 1, 1000);
@@ -385,8 +412,14 @@ int main(int argc, char **argv)
                 n = (long long)((2ull << 30) / plan.sizes[i]);
             plan.iters[i] = (int32_t)(n < 10 ? 10 : n);
         }
+        if (comm) {
+            int32_t picked = 0;
+            if ((rc = gx_recv(comm, &picked, 1, GX_INT32, 0, 0, NULL)) != GX_OK)
+                die("receiving the control port from rank 0", rc);
+            port = picked;
+        }
         struct gx_sockaddr sa;
-        if ((rc = gx_sock_resolve(argv[optind], (int)port, "server", &sa)) != GX_OK)
+        if ((rc = gx_sock_resolve(server_host, (int)port, "server", &sa)) != GX_OK)
             die("resolving the server", rc);
         if ((rc = gx_sock_connect(&sa, gx_deadline_after_ms(30000), &oob)) != GX_OK)
             die("connecting to the server's control port", rc);
@@ -436,5 +469,9 @@ int main(int argc, char **argv)
     oob_sync(oob);
     bw_transport_close(&t);
     close(oob);
+    if (comm) {
+        gx_comm_finalize(comm);
+        gx_comm_destroy(comm);
+    }
     return 0;
 }
