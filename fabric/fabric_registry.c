@@ -12,6 +12,10 @@
 #include "common/log.h"
 #include "common/param.h"
 #include "fabric/fabric_provider.h"
+#include "gx_build_config.h"
+#if GX_HAVE_VERBS
+extern const struct gx_fab_provider gx_fab_verbs_provider; /* fabric/verbs/ */
+#endif
 
 GX_PARAM_DEFINE(gx_param_fab_queue_depth, "GX_FAB_QUEUE_DEPTH", GX_PARAM_INT, "4096", NULL,
                 "Outstanding operations per endpoint queue (sends+writes, and receives) "
@@ -26,6 +30,9 @@ GX_PARAM_DEFINE(gx_param_fab_sleep_max, "GX_FAB_POLL_SLEEP_MAX_US", GX_PARAM_INT
 static const struct gx_fab_provider *const builtin[] = {
     &gx_fab_shm_provider,
     &gx_fab_tcp_provider,
+#if GX_HAVE_VERBS
+    &gx_fab_verbs_provider,
+#endif
 };
 #define NBUILTIN (sizeof(builtin) / sizeof(builtin[0]))
 

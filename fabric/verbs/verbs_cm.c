@@ -1,0 +1,618 @@
+/*
+ * verbs_cm.c - verbs connection set-up over an authenticated TCP side
+ * channel, and the side channel's life afterwards.
+ *
+ *   connector                              acceptor (listener)
+ *   TCP connect              ------------>  accept, send challenge
+ *   hello (job-key MAC) + REQ (QPs, INIT) ->  verify hello, send proof
+ *                                           read REQ, create QPs, RTR, RTS
+ *   verify proof, read REP   <------------  REP (its QPs, rings)
+ *   RTR, RTS, READY          ------------>  endpoint returned by accept()
+ *
+ * Both sides are at RTR before either can post, so the first packets are
+ * never dropped. Everything is non-blocking for both sides (the mesh helper
+ * drives connects and accepts from one loop). The TCP socket then stays
+ * open: its EOF is the fastest sign that the peer process died, and it
+ * carries BYE (closed) and ERROR (why the peer failed) messages. It is
+ * checked with one poll() per completion queue at most every millisecond,
+ * never per message.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "fabric/verbs/verbs.h"
+
+struct verbs_half {
+    int fd;
+    int stage;        /* 0 auth, 1 reading REQ, 2 waiting for READY */
+    struct gx_auth_server auth;
+    struct gx_sockaddr from;
+    uint64_t deadline;
+    uint8_t buf[sizeof(struct gx_verbs_conn)];
+    size_t got;
+    struct verbs_ep *ep;
+};
+
+struct verbs_listener {
+    struct gx_fab_listener base;
+    struct verbs_domain *dom;
+    int fd;
+    struct verbs_half *half;
+    int nhalf, cap;
+};
+
+/* ---- helpers ---------------------------------------------------------------- */
+static void addr_pack(const struct gx_sockaddr *sa, struct gx_fab_addr *out)
+{
+    struct gx_verbs_addr a = { .magic = GX_VERBS_ADDR_MAGIC, .version = GX_VERBS_VERSION,
+                               .family = (uint16_t)sa->u.sa.sa_family,
+                               .port = (uint16_t)gx_sock_port(sa) };
+    if (sa->u.sa.sa_family == AF_INET)
+        memcpy(a.ip, &sa->u.in4.sin_addr, 4);
+    else
+        memcpy(a.ip, &sa->u.in6.sin6_addr, 16);
+    memset(out, 0, sizeof(*out));
+    out->len = sizeof(a);
+    memcpy(out->bytes, &a, sizeof(a));
+}
+
+static int addr_unpack(const struct gx_fab_addr *in, struct gx_sockaddr *sa)
+{
+    struct gx_verbs_addr a;
+    if (!in || in->len != sizeof(a))
+        return gx_fail(GX_EINVAL, GX_SUB_FABRIC, "verbs: peer address of %u bytes, expected %zu "
+                       "(an address of another provider?)", in ? in->len : 0, sizeof(a));
+    memcpy(&a, in->bytes, sizeof(a));
+    if (a.magic != GX_VERBS_ADDR_MAGIC || a.version != GX_VERBS_VERSION ||
+        (a.family != AF_INET && a.family != AF_INET6))
+        return gx_fail(GX_EINVAL, GX_SUB_FABRIC, "verbs: malformed peer address blob");
+    memset(sa, 0, sizeof(*sa));
+    if (a.family == AF_INET) {
+        sa->len = sizeof(struct sockaddr_in);
+        sa->u.in4.sin_family = AF_INET;
+        memcpy(&sa->u.in4.sin_addr, a.ip, 4);
+    } else {
+        sa->len = sizeof(struct sockaddr_in6);
+        sa->u.in6.sin6_family = AF_INET6;
+        memcpy(&sa->u.in6.sin6_addr, a.ip, 16);
+    }
+    gx_sock_set_port(sa, a.port);
+    return GX_OK;
+}
+
+/* Read until `want` bytes are in buf: GX_OK, GX_INPROGRESS, or GX_EPEER. */
+static int read_some(int fd, void *buf, size_t want, size_t *got)
+{
+    while (*got < want) {
+        ssize_t n = recv(fd, (char *)buf + *got, want - *got, MSG_DONTWAIT);
+        if (n > 0) {
+            *got += (size_t)n;
+            continue;
+        }
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+            return GX_INPROGRESS;
+        return GX_EPEER;
+    }
+    return GX_OK;
+}
+
+static int send_small(int fd, const void *buf, size_t len)
+{
+    /* Set-up messages are a few hundred bytes on a fresh socket: they fit
+     * the send buffer, so a short write means the peer is gone. */
+    ssize_t n = send(fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    return n == (ssize_t)len ? GX_OK : GX_EPEER;
+}
+
+void verbs_conn_fill(struct verbs_ep *ep, struct gx_verbs_conn *c, int type)
+{
+    struct verbs_domain *dom = ep->dom;
+    memset(c, 0, sizeof(*c));
+    c->magic = GX_VERBS_CONN_MAGIC;
+    c->version = GX_VERBS_VERSION;
+    c->type = (uint16_t)type;
+    c->rank = dom->base.rank;
+    c->nqps = (uint16_t)ep->nqps;
+    c->link_layer = dom->port.attr.link_layer;
+    c->mtu = (uint8_t)dom->port.attr.active_mtu;
+    c->lid = dom->port.attr.lid;
+    c->depth = ep->depth;
+    memcpy(c->gid, dom->port.gid.raw, 16);
+    for (int i = 0; i < ep->nqps; i++) {
+        c->qpn[i] = ep->qps[i].qp->qp_num;
+        c->psn[i] = ep->qps[i].psn;
+    }
+    c->cts_addr = (uint64_t)(uintptr_t)ep->cts_in;
+    c->fin_addr = (uint64_t)(uintptr_t)ep->fin_in;
+    c->cts_rkey = ep->ring_in_mr->rkey;
+    c->fin_rkey = ep->ring_in_mr->rkey;
+}
+
+static int conn_check(struct verbs_domain *dom, const struct gx_verbs_conn *c, int type,
+                      const char *who)
+{
+    if (c->magic != GX_VERBS_CONN_MAGIC || c->version != GX_VERBS_VERSION || c->type != type)
+        return gx_fail(GX_EPROTO, GX_SUB_FABRIC, "verbs: %s sent a malformed connection message "
+                       "(not a gx verbs peer, or another version)", who);
+    if (type == GX_VERBS_CONN_READY)
+        return GX_OK;
+    if (c->nqps < 1 || c->nqps > GX_VERBS_MAX_QPS || c->depth < 16 || c->depth > (1u << 20))
+        return gx_fail(GX_EPROTO, GX_SUB_FABRIC, "verbs: %s asks for %u QPs of depth %u",
+                       who, c->nqps, c->depth);
+    if (c->link_layer != dom->port.attr.link_layer)
+        return gx_fail(GX_ECONNECT, GX_SUB_FABRIC, "verbs: %s is on %s, this rank on %s "
+                       "(%s:%d): they cannot talk", who,
+                       c->link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand",
+                       dom->port.attr.link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand",
+                       dom->port.dev, dom->port.port);
+    return GX_OK;
+}
+
+static void ep_name(struct verbs_ep *ep, int rank)
+{
+    char where[80];
+    gx_sock_addr_str(&ep->peer_sa, ep->peer_host, sizeof(ep->peer_host));
+    char *colon = strrchr(ep->peer_host, ':');
+    if (colon && ep->peer_host[0] != '[')
+        *colon = '\0';
+    if (ep->qps[0].qp && ep->peer.qpn[0])
+        snprintf(where, sizeof(where), "%s, QP 0x%x->0x%x", ep->peer_host, ep->qps[0].qp->qp_num,
+                 ep->peer.qpn[0]);
+    else
+        snprintf(where, sizeof(where), "%s", ep->peer_host);
+    gx_fab_ep_set_name(&ep->base, "verbs", rank, where);
+}
+
+static int bring_up(struct verbs_ep *ep)
+{
+    for (int i = 0; i < ep->nqps; i++) {
+        int rc = verbs_qp_to_rtr_rts(ep, &ep->qps[i], &ep->peer, i);
+        if (rc != GX_OK)
+            return rc;
+    }
+    return GX_OK;
+}
+
+/* ---- listener ---------------------------------------------------------------- */
+int verbs_listen(struct gx_fab_domain *base, struct gx_fab_cq *cq, struct gx_fab_listener **out,
+                 struct gx_fab_addr *addr_out)
+{
+    struct verbs_domain *dom = (struct verbs_domain *)base;
+    struct verbs_listener *l = calloc(1, sizeof(*l));
+    if (!l)
+        return gx_fail(GX_ENOMEM, GX_SUB_FABRIC, "verbs: out of memory creating a listener");
+    struct gx_sockaddr sa = dom->local;
+    gx_sock_set_port(&sa, 0);
+    if (gx_sock_listen(&sa, 128, &l->fd) != GX_OK) {
+        char a[64];
+        int err = errno;
+        free(l);
+        return gx_fail(GX_ESYSTEM, GX_SUB_FABRIC, "verbs: cannot listen on %s (%s): %s",
+                       gx_sock_addr_str(&sa, a, sizeof(a)), dom->ifname, strerror(err));
+    }
+    l->base.dom = base;
+    l->base.cq = cq;
+    l->dom = dom;
+    addr_pack(&sa, addr_out);
+    *out = &l->base;
+    return GX_OK;
+}
+
+static void drop_half(struct verbs_listener *l, int i, bool close_all)
+{
+    struct verbs_half *h = &l->half[i];
+    if (close_all) {
+        if (h->ep) {
+            h->ep->fd = -1;
+            verbs_ep_close(&h->ep->base);
+        }
+        close(h->fd);
+    }
+    l->half[i] = l->half[--l->nhalf];
+}
+
+void verbs_listener_close(struct gx_fab_listener *base)
+{
+    struct verbs_listener *l = (struct verbs_listener *)base;
+    close(l->fd);
+    while (l->nhalf)
+        drop_half(l, 0, true);
+    free(l->half);
+    free(l);
+}
+
+/* A verified connector's REQ is complete: make its endpoint and answer. */
+static int accept_req(struct verbs_listener *l, struct verbs_half *h)
+{
+    struct gx_verbs_conn req;
+    memcpy(&req, h->buf, sizeof(req));
+    char who[96], a[64];
+    snprintf(who, sizeof(who), "rank %d (%s)", h->auth.hello.rank,
+             gx_sock_addr_str(&h->from, a, sizeof(a)));
+    int rc = conn_check(l->dom, &req, GX_VERBS_CONN_REQ, who);
+    if (rc != GX_OK)
+        return rc;
+    struct verbs_ep *ep;
+    rc = verbs_ep_alloc(l->dom, (struct verbs_cq *)l->base.cq, req.nqps, req.depth, &ep);
+    if (rc != GX_OK)
+        return rc;
+    h->ep = ep;
+    ep->peer = req;
+    ep->peer_sa = h->from;
+    ep->base.peer_rank = h->auth.hello.rank;
+    ep_name(ep, ep->base.peer_rank);
+    rc = bring_up(ep);
+    if (rc != GX_OK)
+        return rc;
+    struct gx_verbs_conn rep;
+    verbs_conn_fill(ep, &rep, GX_VERBS_CONN_REP);
+    ep_name(ep, ep->base.peer_rank);
+    if (send_small(h->fd, &rep, sizeof(rep)) != GX_OK)
+        return gx_fail(GX_EPEER, GX_SUB_FABRIC, "verbs: %s closed during set-up", ep->base.name);
+    return GX_OK;
+}
+
+int verbs_accept(struct gx_fab_listener *base, struct gx_fab_ep **out)
+{
+    struct verbs_listener *l = (struct verbs_listener *)base;
+    char a[64];
+    for (;;) {
+        struct verbs_half h;
+        memset(&h, 0, sizeof(h));
+        int rc = gx_sock_accept(l->fd, &h.fd, &h.from);
+        if (rc == GX_ETIMEOUT)
+            break;
+        if (rc != GX_OK)
+            return gx_fail(GX_ESYSTEM, GX_SUB_FABRIC, "verbs: accept failed: %m");
+        if (l->nhalf == l->cap) {
+            int cap = l->cap ? 2 * l->cap : 8;
+            struct verbs_half *n = realloc(l->half, (size_t)cap * sizeof(*n));
+            if (!n) {
+                close(h.fd);
+                return gx_fail(GX_ENOMEM, GX_SUB_FABRIC, "verbs: out of memory accepting");
+            }
+            l->half = n;
+            l->cap = cap;
+        }
+        h.deadline = gx_deadline_after_ms(gx_fab_connect_timeout_ms());
+        if (gx_auth_server_start(&h.auth, h.fd, &l->dom->key) != GX_OK) {
+            close(h.fd);
+            continue;
+        }
+        l->half[l->nhalf++] = h;
+    }
+    for (int i = 0; i < l->nhalf;) {
+        struct verbs_half *h = &l->half[i];
+        h->auth.key = &l->dom->key; /* entries move in the array */
+        h->auth.fd = h->fd;
+        int rc = GX_INPROGRESS;
+        if (h->stage == 0) {
+            rc = gx_auth_server_progress(&h->auth);
+            if (rc == GX_OK && h->auth.hello.purpose != GX_VERBS_AUTH_PURPOSE) {
+                GX_WARN(GX_SUB_FABRIC, "verbs: dropped connection from %s: handshake purpose %u "
+                        "is not a verbs side channel", gx_sock_addr_str(&h->from, a, sizeof(a)),
+                        h->auth.hello.purpose);
+                drop_half(l, i, true);
+                continue;
+            }
+            if (rc == GX_OK) {
+                h->stage = 1;
+                h->got = 0;
+            } else if (rc != GX_INPROGRESS) {
+                GX_WARN(GX_SUB_FABRIC, "verbs: rejected connection from %s: %s",
+                        gx_sock_addr_str(&h->from, a, sizeof(a)),
+                        rc == GX_EAUTH    ? "wrong job key (another job, or GX_JOB_KEY unset?)"
+                        : rc == GX_EPROTO ? "not a gx peer or another handshake version"
+                                          : "it closed during the handshake");
+                drop_half(l, i, true);
+                continue;
+            }
+        }
+        if (h->stage == 1) {
+            rc = read_some(h->fd, h->buf, sizeof(struct gx_verbs_conn), &h->got);
+            if (rc == GX_OK) {
+                rc = accept_req(l, h);
+                if (rc != GX_OK) {
+                    drop_half(l, i, true);
+                    continue;
+                }
+                h->stage = 2;
+                h->got = 0;
+            }
+        }
+        if (h->stage == 2) {
+            rc = read_some(h->fd, h->buf, sizeof(struct gx_verbs_conn), &h->got);
+            if (rc == GX_OK) {
+                struct gx_verbs_conn ready;
+                memcpy(&ready, h->buf, sizeof(ready));
+                if (conn_check(l->dom, &ready, GX_VERBS_CONN_READY, h->ep->base.name) != GX_OK) {
+                    drop_half(l, i, true);
+                    continue;
+                }
+                struct verbs_ep *ep = h->ep;
+                ep->fd = h->fd;
+                ep->cmgot = 0;
+                ep->stage = CM_DONE;
+                ep->state = VEP_ESTABLISHED;
+                drop_half(l, i, false);
+                GX_INFO(GX_SUB_FABRIC, "verbs: accepted %s, %d QP(s)", ep->base.name, ep->nqps);
+                *out = &ep->base;
+                return GX_OK;
+            }
+        }
+        if (rc == GX_EPEER) {
+            GX_WARN(GX_SUB_FABRIC, "verbs: connection from %s closed during set-up",
+                    gx_sock_addr_str(&h->from, a, sizeof(a)));
+            drop_half(l, i, true);
+            continue;
+        }
+        if (gx_now_ns() > h->deadline) {
+            GX_WARN(GX_SUB_FABRIC, "verbs: dropped connection from %s: set-up not finished "
+                    "within %d ms", gx_sock_addr_str(&h->from, a, sizeof(a)),
+                    gx_fab_connect_timeout_ms());
+            drop_half(l, i, true);
+            continue;
+        }
+        i++;
+    }
+    return GX_INPROGRESS;
+}
+
+/* ---- connector ---------------------------------------------------------------- */
+static int start_tcp(struct verbs_ep *ep)
+{
+    ep->fd = socket(ep->peer_sa.u.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (ep->fd < 0)
+        return gx_fail(GX_ESYSTEM, GX_SUB_FABRIC, "verbs: socket() failed: %m");
+    gx_sock_set_nodelay(ep->fd);
+    if (connect(ep->fd, &ep->peer_sa.u.sa, ep->peer_sa.len) != 0 && errno != EINPROGRESS) {
+        int err = errno;
+        close(ep->fd);
+        ep->fd = -1;
+        if (err == ECONNREFUSED || err == EAGAIN)
+            return GX_INPROGRESS;
+        return gx_fail(GX_ECONNECT, GX_SUB_FABRIC, "verbs: connect to %s failed: %s",
+                       ep->base.name, strerror(err));
+    }
+    ep->stage = CM_TCP;
+    return GX_OK;
+}
+
+int verbs_connect(struct gx_fab_domain *base, struct gx_fab_cq *cq, const struct gx_fab_addr *peer,
+                  const struct gx_fab_conn_param *param, struct gx_fab_ep **out)
+{
+    struct verbs_domain *dom = (struct verbs_domain *)base;
+    struct gx_fab_conn_param def = GX_FAB_CONN_PARAM_INIT;
+    if (!param)
+        param = &def;
+    struct gx_sockaddr sa;
+    int rc = addr_unpack(peer, &sa);
+    if (rc != GX_OK)
+        return rc;
+    struct verbs_ep *ep;
+    rc = verbs_ep_alloc(dom, (struct verbs_cq *)cq, dom->set.nqps,
+                        (uint32_t)gx_fab_queue_depth(), &ep);
+    if (rc != GX_OK)
+        return rc;
+    ep->peer_sa = sa;
+    ep->base.peer_rank = param->peer_rank;
+    ep_name(ep, param->peer_rank);
+    ep->deadline = gx_deadline_after_ms(param->timeout_ms > 0 ? param->timeout_ms
+                                                              : gx_fab_connect_timeout_ms());
+    rc = start_tcp(ep);
+    if (rc < 0) {
+        verbs_ep_free(ep);
+        return rc;
+    }
+    *out = &ep->base;
+    return GX_OK;
+}
+
+static int establish_step(struct verbs_ep *ep)
+{
+    struct verbs_domain *dom = ep->dom;
+    int rc;
+    if (ep->fd < 0) {
+        rc = start_tcp(ep);
+        if (rc != GX_OK || ep->fd < 0)
+            return rc == GX_OK ? GX_INPROGRESS : rc;
+    }
+    switch (ep->stage) {
+    case CM_TCP: {
+        struct pollfd pfd = { .fd = ep->fd, .events = POLLOUT };
+        if (poll(&pfd, 1, 0) <= 0)
+            return GX_INPROGRESS;
+        int err = 0;
+        socklen_t elen = sizeof(err);
+        getsockopt(ep->fd, SOL_SOCKET, SO_ERROR, &err, &elen);
+        if (err) {
+            close(ep->fd);
+            ep->fd = -1;
+            if (err == ECONNREFUSED)
+                return GX_INPROGRESS; /* not listening yet: retry until the deadline */
+            return gx_fail(GX_ECONNECT, GX_SUB_FABRIC, "verbs: connect to %s failed: %s",
+                           ep->base.name, strerror(err));
+        }
+        ep->stage = CM_CHALLENGE;
+        ep->cmgot = 0;
+        return GX_INPROGRESS;
+    }
+    case CM_CHALLENGE: {
+        struct gx_auth_challenge ch;
+        rc = read_some(ep->fd, ep->cmbuf, sizeof(ch), &ep->cmgot);
+        if (rc != GX_OK)
+            return rc == GX_EPEER ? gx_fail(GX_ECONNECT, GX_SUB_FABRIC, "verbs: %s closed the "
+                                            "side channel before the handshake", ep->base.name)
+                                  : rc;
+        memcpy(&ch, ep->cmbuf, sizeof(ch));
+        rc = gx_auth_client_respond(&dom->key, &ch, GX_VERBS_AUTH_PURPOSE, dom->base.rank, 0,
+                                    &ep->hello);
+        if (rc != GX_OK)
+            return gx_fail(rc, GX_SUB_FABRIC, "verbs: %s is not a gx listener (bad challenge)",
+                           ep->base.name);
+        struct {
+            struct gx_auth_hello hello;
+            struct gx_verbs_conn req;
+        } msg;
+        msg.hello = ep->hello;
+        verbs_conn_fill(ep, &msg.req, GX_VERBS_CONN_REQ);
+        bool same = gx_auth_same_job(&dom->key, &ch);
+        if (send_small(ep->fd, &msg, same ? sizeof(msg) : sizeof(msg.hello)) != GX_OK || !same)
+            return gx_fail(GX_EAUTH, GX_SUB_FABRIC, "verbs: %s refused our job key, or is "
+                           "another job (check GX_JOB_KEY on both sides)", ep->base.name);
+        ep->stage = CM_PROOF;
+        ep->cmgot = 0;
+        return GX_INPROGRESS;
+    }
+    case CM_PROOF: {
+        struct gx_auth_accept acc;
+        rc = read_some(ep->fd, ep->cmbuf, sizeof(acc), &ep->cmgot);
+        if (rc == GX_EPEER)
+            return gx_fail(GX_EAUTH, GX_SUB_FABRIC, "verbs: %s refused our job key, or is "
+                           "another job (check GX_JOB_KEY on both sides)", ep->base.name);
+        if (rc != GX_OK)
+            return rc;
+        memcpy(&acc, ep->cmbuf, sizeof(acc));
+        if (gx_auth_client_check(&dom->key, &ep->hello, &acc) != GX_OK)
+            return gx_fail(GX_EAUTH, GX_SUB_FABRIC, "verbs: %s could not prove it knows the job "
+                           "key", ep->base.name);
+        ep->stage = CM_REP;
+        ep->cmgot = 0;
+        return GX_INPROGRESS;
+    }
+    case CM_REP: {
+        rc = read_some(ep->fd, ep->cmbuf, sizeof(struct gx_verbs_conn), &ep->cmgot);
+        if (rc == GX_EPEER)
+            return gx_fail(GX_ECONNECT, GX_SUB_FABRIC, "verbs: %s closed during set-up (see its "
+                           "log: QP creation or transition failed?)", ep->base.name);
+        if (rc != GX_OK)
+            return rc;
+        struct gx_verbs_conn rep;
+        memcpy(&rep, ep->cmbuf, sizeof(rep));
+        rc = conn_check(dom, &rep, GX_VERBS_CONN_REP, ep->base.name);
+        if (rc != GX_OK)
+            return rc;
+        if (rep.nqps != ep->nqps || rep.depth != ep->depth)
+            return gx_fail(GX_EPROTO, GX_SUB_FABRIC, "verbs: %s answered with %u QPs of depth "
+                           "%u, we asked for %d of %u", ep->base.name, rep.nqps, rep.depth,
+                           ep->nqps, ep->depth);
+        ep->peer = rep;
+        ep_name(ep, ep->base.peer_rank);
+        rc = bring_up(ep);
+        if (rc != GX_OK)
+            return rc;
+        struct gx_verbs_conn ready;
+        verbs_conn_fill(ep, &ready, GX_VERBS_CONN_READY);
+        if (send_small(ep->fd, &ready, sizeof(ready)) != GX_OK)
+            return gx_fail(GX_ECONNECT, GX_SUB_FABRIC, "verbs: %s closed during set-up",
+                           ep->base.name);
+        ep->stage = CM_DONE;
+        ep->cmgot = 0;
+        return GX_OK;
+    }
+    default:
+        return GX_OK;
+    }
+}
+
+int verbs_ep_establish(struct gx_fab_ep *base)
+{
+    struct verbs_ep *ep = (struct verbs_ep *)base;
+    if (ep->state == VEP_ESTABLISHED)
+        return GX_OK;
+    if (ep->state == VEP_ERROR)
+        return ep->error;
+    int rc;
+    enum verbs_cm_stage before;
+    do { /* run the stages whose input is already there */
+        before = ep->stage;
+        rc = establish_step(ep);
+    } while (rc == GX_INPROGRESS && ep->stage != before);
+    if (rc == GX_OK) {
+        ep->state = VEP_ESTABLISHED;
+        GX_INFO(GX_SUB_FABRIC, "verbs: connected %s, %d QP(s)", ep->base.name, ep->nqps);
+        return GX_OK;
+    }
+    if (rc == GX_INPROGRESS && gx_now_ns() > ep->deadline)
+        rc = gx_fail(GX_ETIMEOUT, GX_SUB_FABRIC, "verbs: connecting %s: set-up not finished "
+                     "before the deadline (is the peer accepting?)", ep->base.name);
+    if (rc != GX_INPROGRESS) {
+        ep->state = VEP_ERROR;
+        ep->error = rc;
+    }
+    return rc;
+}
+
+/* ---- after set-up ------------------------------------------------------------ */
+void verbs_cm_notify(struct verbs_ep *ep, int type, int status, int wc_status)
+{
+    if (ep->fd < 0 || ep->stage != CM_DONE || ep->bye_sent)
+        return;
+    struct gx_verbs_ctl m = { .magic = GX_VERBS_CTL_MAGIC, .type = (uint16_t)type,
+                              .wc_status = (uint16_t)wc_status, .status = status };
+    (void)!send(ep->fd, &m, sizeof(m), MSG_NOSIGNAL | MSG_DONTWAIT);
+    ep->bye_sent = true; /* one message: the first reason is the one that counts */
+}
+
+static void side_channel_event(struct verbs_ep *ep)
+{
+    int rc = read_some(ep->fd, ep->cmbuf, sizeof(struct gx_verbs_ctl), &ep->cmgot);
+    if (rc == GX_INPROGRESS)
+        return;
+    /* Completions that arrived before the peer went away are delivered
+     * first: drain the hardware queue before failing the endpoint. */
+    verbs_cq_drain(ep->cq);
+    if (ep->state != VEP_ESTABLISHED)
+        return;
+    if (rc == GX_EPEER) {
+        verbs_ep_fail(ep, GX_EPEER, 0, FAIL_NONE, "the peer's side channel closed: its process "
+                      "exited or crashed (host %s)", ep->peer_host);
+        return;
+    }
+    struct gx_verbs_ctl m;
+    memcpy(&m, ep->cmbuf, sizeof(m));
+    ep->cmgot = 0;
+    if (m.magic != GX_VERBS_CTL_MAGIC) {
+        verbs_ep_fail(ep, GX_EPROTO, 0, FAIL_NONE, "garbage on the side channel");
+        return;
+    }
+    if (m.type == GX_VERBS_CTL_BYE) {
+        verbs_ep_fail(ep, GX_EPEER, 0, FAIL_NONE, "the peer closed the endpoint");
+        return;
+    }
+    int st = m.status == GX_EPROTO || m.status == GX_ETRUNCATE ? m.status : GX_EPEER;
+    verbs_ep_fail(ep, st, m.wc_status, FAIL_NONE, "the peer's end failed with %s (see the "
+                  "peer's log, host %s)", gx_strerror(m.status), ep->peer_host);
+}
+
+void verbs_cm_liveness(struct verbs_cq *cq)
+{
+    enum { CHUNK = 64 };
+    struct pollfd pfd[CHUNK];
+    struct verbs_ep *eps[CHUNK];
+    for (int base = 0; base < cq->sw.neps; base += CHUNK) {
+        int n = 0;
+        for (int i = base; i < cq->sw.neps && n < CHUNK; i++) {
+            struct verbs_ep *ep = (struct verbs_ep *)cq->sw.eps[i];
+            if (ep->state != VEP_ESTABLISHED || ep->fd < 0)
+                continue;
+            pfd[n].fd = ep->fd;
+            pfd[n].events = POLLIN;
+            pfd[n].revents = 0;
+            eps[n++] = ep;
+        }
+        if (n == 0 || poll(pfd, (nfds_t)n, 0) <= 0)
+            continue;
+        for (int i = 0; i < n; i++)
+            if (pfd[i].revents)
+                side_channel_event(eps[i]);
+    }
+}

@@ -1,0 +1,224 @@
+/*
+ * verbs_mr.c - memory registrations of the verbs provider, each with the
+ * narrowest access it needs:
+ *   send / write sources       0 (the HCA only reads them: local read is implicit)
+ *   receive targets            LOCAL_WRITE | REMOTE_WRITE (peers RDMA-write them)
+ *   REMOTE_READ                only when the caller asks (a flush or a read)
+ * Buffers posted without a registration go through two registration caches
+ * (one per access class), so repeated collectives register once. Device
+ * memory is registered with ibv_reg_dmabuf_mr or, with nvidia-peermem, with
+ * ibv_reg_mr on the device pointer, as the gpudirect service decides.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "fabric/verbs/verbs.h"
+#include "gpudirect/gpudirect.h"
+
+int verbs_access_flags(unsigned access, enum gx_fab_mem_type type)
+{
+    int f = 0;
+    if (access & GX_FAB_ACCESS_REMOTE_WRITE)
+        f |= IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE; /* the spec ties them */
+    if (access & GX_FAB_ACCESS_REMOTE_READ)
+        f |= IBV_ACCESS_REMOTE_READ;
+    (void)type;
+    return f;
+}
+
+/* Probe once per domain: ibv_reg_dmabuf_mr with fd -1 fails with EOPNOTSUPP
+ * where the kernel/driver has no dmabuf support, and with EBADF (or similar)
+ * where it has. */
+static int dmabuf_probe(struct verbs_domain *dom)
+{
+    if (dom->dmabuf >= 0)
+        return dom->dmabuf;
+    if (!dom->api->reg_dmabuf_mr) {
+        dom->dmabuf = 0;
+        return 0;
+    }
+    errno = 0;
+    struct ibv_mr *mr = dom->api->reg_dmabuf_mr(dom->pd, 0, 4096, 0, -1, 0);
+    if (mr) {
+        dom->api->dereg_mr(mr);
+        dom->dmabuf = 1;
+    } else {
+        dom->dmabuf = errno == EOPNOTSUPP || errno == EPROTONOSUPPORT ? 0 : 1;
+    }
+    return dom->dmabuf;
+}
+
+static struct ibv_mr *reg_device(struct verbs_domain *dom, void *addr, size_t len, int flags)
+{
+    char why[320];
+    struct gx_gdr_nic nic = { .name = dom->port.dev, .dmabuf = dmabuf_probe(dom),
+                              .path = GX_TOPO_PATH_UNKNOWN };
+    switch (gx_gdr_decide(&nic, why, sizeof(why))) {
+    case GX_GDR_DMABUF: {
+        int fd;
+        uint64_t off;
+        if (gx_gpu_dmabuf_export(addr, len, &fd, &off) != GX_OK)
+            return NULL;
+        struct ibv_mr *mr = dom->api->reg_dmabuf_mr(dom->pd, off, len, (uint64_t)(uintptr_t)addr,
+                                                    fd, flags);
+        int err = errno;
+        close(fd);
+        errno = err;
+        return mr;
+    }
+    case GX_GDR_PEERMEM:
+        return dom->api->reg_mr(dom->pd, addr, len, flags);
+    default:
+        gx_fail(GX_EUNSUPPORTED, GX_SUB_FABRIC, "verbs: cannot register device memory: %s", why);
+        errno = EOPNOTSUPP;
+        return NULL;
+    }
+}
+
+int verbs_mr_reg(struct gx_fab_domain *base, void *addr, size_t len, enum gx_fab_mem_type type,
+                 unsigned access, struct gx_fab_mr **out)
+{
+    struct verbs_domain *dom = (struct verbs_domain *)base;
+    if (!out || (!addr && len) || (uintptr_t)addr + len < (uintptr_t)addr ||
+        type >= GX_FAB_MEM_TYPE_COUNT)
+        return gx_fail(GX_EINVAL, GX_SUB_FABRIC, "verbs: mr_reg: invalid range %p+%zu", addr, len);
+    struct verbs_mr *m = calloc(1, sizeof(*m));
+    if (!m)
+        return gx_fail(GX_ENOMEM, GX_SUB_FABRIC, "verbs: mr_reg: out of memory");
+    int flags = verbs_access_flags(access, type);
+    /* A zero-length registration still yields keys: register one byte. */
+    void *raddr = addr ? addr : (void *)m;
+    size_t rlen = len ? len : 1;
+    errno = 0;
+    m->mr = type == GX_FAB_MEM_CUDA ? reg_device(dom, raddr, rlen, flags)
+                                    : dom->api->reg_mr(dom->pd, raddr, rlen, flags);
+    if (!m->mr) {
+        int err = errno;
+        free(m);
+        if (type == GX_FAB_MEM_CUDA && err == EOPNOTSUPP)
+            return GX_EUNSUPPORTED;
+        return gx_fail(err == ENOMEM || err == EAGAIN ? GX_ENOMEM : GX_ESYSTEM, GX_SUB_FABRIC,
+                       "verbs: ibv_reg_mr(%p, %zu, access 0x%x) on %s failed: %s%s", addr, len,
+                       flags, dom->port.dev, strerror(err),
+                       err == ENOMEM || err == EAGAIN ? " (raise ulimit -l: memlock)" : "");
+    }
+    m->base.dom = base;
+    m->base.addr = addr;
+    m->base.len = len;
+    m->base.type = type;
+    m->base.access = access;
+    *out = &m->base;
+    return GX_OK;
+}
+
+int verbs_mr_dereg(struct gx_fab_mr *base)
+{
+    struct verbs_mr *m = (struct verbs_mr *)base;
+    struct verbs_domain *dom = (struct verbs_domain *)base->dom;
+    int err = dom->api->dereg_mr(m->mr);
+    free(m);
+    if (err)
+        return gx_fail(GX_ESYSTEM, GX_SUB_FABRIC, "verbs: ibv_dereg_mr failed: %s (a QP may "
+                       "still use it)", strerror(err));
+    return GX_OK;
+}
+
+int verbs_mr_pack_rkey(const struct gx_fab_mr *base, struct gx_fab_rkey *out)
+{
+    const struct verbs_mr *m = (const struct verbs_mr *)base;
+    struct gx_verbs_rkey k = {
+        .magic = GX_VERBS_RKEY_MAGIC,
+        .rkey = m->mr->rkey,
+        .access = base->access,
+        .base = (uint64_t)(uintptr_t)base->addr,
+        .len = base->len,
+    };
+    memset(out, 0, sizeof(*out));
+    out->len = sizeof(k);
+    memcpy(out->bytes, &k, sizeof(k));
+    return GX_OK;
+}
+
+int verbs_rcache_open(struct verbs_domain *dom)
+{
+    int rc = gx_fab_rcache_create_domain(&dom->base, GX_FAB_ACCESS_LOCAL, &dom->rc_src);
+    if (rc != GX_OK)
+        return rc;
+    rc = gx_fab_rcache_create_domain(&dom->base, GX_FAB_ACCESS_REMOTE_WRITE, &dom->rc_dst);
+    if (rc != GX_OK) {
+        gx_fab_rcache_destroy(dom->rc_src);
+        dom->rc_src = NULL;
+    }
+    return rc;
+}
+
+void verbs_rcache_close(struct verbs_domain *dom)
+{
+    gx_fab_rcache_destroy(dom->rc_dst);
+    gx_fab_rcache_destroy(dom->rc_src);
+}
+
+static bool mr_covers(const struct gx_fab_mr *mr, const void *buf, size_t len)
+{
+    uintptr_t b = (uintptr_t)buf, base = (uintptr_t)mr->addr;
+    return b >= base && len <= mr->len && b - base <= mr->len - len;
+}
+
+int verbs_src_key(struct verbs_ep *ep, const void *buf, size_t len, struct gx_fab_mr *mr,
+                  uint32_t *lkey, struct gx_fab_rcache_entry **rce)
+{
+    *rce = NULL;
+    *lkey = 0;
+    if (len == 0)
+        return GX_OK;
+    if (mr) {
+        if (mr->dom != &ep->dom->base || !mr_covers(mr, buf, len))
+            return gx_fail(GX_EINVAL, GX_SUB_FABRIC, "%s: source %p+%zu is outside its "
+                           "registration %p+%zu (or of another domain)", ep->base.name, buf, len,
+                           mr->addr, mr->len);
+        *lkey = ((struct verbs_mr *)mr)->mr->lkey;
+        return GX_OK;
+    }
+    int rc = gx_fab_rcache_get(ep->dom->rc_src, (void *)buf, len, GX_FAB_MEM_HOST, rce);
+    if (rc != GX_OK)
+        return rc;
+    *lkey = ((struct verbs_mr *)gx_fab_rcache_handle(*rce))->mr->lkey;
+    return GX_OK;
+}
+
+int verbs_dst_key(struct verbs_ep *ep, void *buf, size_t len, struct gx_fab_mr *mr,
+                  uint32_t *rkey, struct gx_fab_rcache_entry **rce)
+{
+    *rce = NULL;
+    *rkey = 0;
+    if (len == 0 || !buf)
+        return GX_OK;
+    if (mr && (mr->access & GX_FAB_ACCESS_REMOTE_WRITE)) {
+        if (mr->dom != &ep->dom->base || !mr_covers(mr, buf, len))
+            return gx_fail(GX_EINVAL, GX_SUB_FABRIC, "%s: receive buffer %p+%zu is outside its "
+                           "registration %p+%zu", ep->base.name, buf, len, mr->addr, mr->len);
+        *rkey = ((struct verbs_mr *)mr)->mr->rkey;
+        return GX_OK;
+    }
+    /* No registration, or one without remote write: peers write receive
+     * buffers, so use (or make) a remote-write registration of the range. */
+    int rc = gx_fab_rcache_get(ep->dom->rc_dst, buf, len,
+                               mr ? mr->type : GX_FAB_MEM_HOST, rce);
+    if (rc != GX_OK)
+        return rc;
+    *rkey = ((struct verbs_mr *)gx_fab_rcache_handle(*rce))->mr->rkey;
+    return GX_OK;
+}
+
+void verbs_key_put(struct verbs_domain *dom, struct gx_fab_rcache *rc,
+                   struct gx_fab_rcache_entry *rce)
+{
+    (void)dom;
+    if (rce)
+        gx_fab_rcache_put(rc, rce);
+}

@@ -1,2 +1,0 @@
-/* Replaced by the gpudirect module. */
-typedef int gx_gpudirect_placeholder_t;
