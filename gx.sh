@@ -88,7 +88,7 @@ test)
     [ $quick -eq 1 ] && exit 0
     say "ASan + UBSan build and run"
     BUILD_DIR=$BUILD_DIR-asan configure_and_build -DGX_BUILD_TESTS=ON -DGX_SANITIZE_ADDRESS=ON
-    ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1} \
+    UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1} \
         ctest --test-dir "$BUILD_DIR-asan" --output-on-failure -j "$JOBS" --timeout 900 -LE "$ASAN_EXCLUDE"
     say "TSan build and run"
     BUILD_DIR=$BUILD_DIR-tsan configure_and_build -DGX_BUILD_TESTS=ON -DGX_SANITIZE_THREAD=ON
