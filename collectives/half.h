@@ -38,52 +38,49 @@ static inline float gx_f32_from_bits(uint32_t u)
     return f;
 }
 
+/*
+ * The f16 conversions are straight-line code with selects (every case
+ * computed, the right one picked): no data-dependent branches. The float
+ * operations in them are all exact, so no rounding mode or flush-to-zero
+ * setting can change a result. (GCC 12 still does not vectorise loops over
+ * them; on x86_64 the F16C kernels in reduce_half.c are the fast path.)
+ */
 static inline float gx_f16_to_f32(uint16_t h)
 {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t exp = (h >> 10) & 0x1fu;
     uint32_t mant = h & 0x3ffu;
-
-    if (exp == 0x1f) /* Inf, or NaN made quiet */
-        return gx_f32_from_bits(sign | 0x7f800000u | (mant ? 0x400000u | (mant << 13) : 0));
-    if (exp == 0) { /* zero or subnormal: mant * 2^-24, exact in f32 */
-        float mag = (float)mant * 0x1p-24f;
-        return gx_f32_from_bits(sign | gx_f32_bits(mag));
-    }
-    /* Rebias the exponent from 15 to 127. */
-    return gx_f32_from_bits(sign | ((exp + 112) << 23) | (mant << 13));
+    /* Normal: rebias the exponent from 15 to 127. */
+    uint32_t normal = ((exp + 112) << 23) | (mant << 13);
+    /* Zero or subnormal: mant * 2^-24, exact (and normal) in f32. */
+    uint32_t subnormal = gx_f32_bits((float)(int32_t)mant * 0x1p-24f);
+    /* Inf, or NaN made quiet. */
+    uint32_t special = 0x7f800000u | (mant ? 0x400000u | (mant << 13) : 0);
+    uint32_t mag = exp == 0 ? subnormal : normal;
+    return gx_f32_from_bits(sign | (exp == 0x1f ? special : mag));
 }
 
 static inline uint16_t gx_f32_to_f16(float f)
 {
     uint32_t x = gx_f32_bits(f);
-    uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+    uint32_t sign = (x >> 16) & 0x8000u;
     uint32_t mag = x & 0x7fffffffu;
-
-    if (mag > 0x7f800000u) /* NaN: quiet, top 9 payload bits kept */
-        return (uint16_t)(sign | 0x7e00u | ((mag >> 13) & 0x1ffu));
-    if (mag >= 0x477ff000u) /* >= 65520 rounds (ties to even) to Inf */
-        return (uint16_t)(sign | 0x7c00u);
-    if (mag >= 0x38800000u) { /* f16 normal range, >= 2^-14 */
-        /* Round the 13 dropped bits to nearest even; a carry correctly
-         * bumps the exponent. Then rebias from 127 to 15. */
-        uint32_t r = mag + 0xfffu + ((mag >> 13) & 1u);
-        return (uint16_t)(sign | ((r - 0x38000000u) >> 13));
-    }
-    if (mag < 0x33000000u) /* < 2^-25 is nearer to 0 (2^-25 itself ties to 0) */
-        return sign;
-    /* Subnormal result: significand m (24 bits) * 2^(e-150) in units of
-     * 2^-24 is m >> (126 - e); round the dropped bits to nearest even. A
-     * round-up to 0x400 is correctly the smallest normal. */
-    uint32_t e = mag >> 23;
-    uint32_t m = (mag & 0x7fffffu) | 0x800000u;
-    uint32_t shift = 126 - e; /* 14..24 */
-    uint32_t q = m >> shift;
-    uint32_t rem = m & ((1u << shift) - 1);
-    uint32_t half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (q & 1u)))
-        q++;
-    return (uint16_t)(sign | q);
+    /* f16 normal range (>= 2^-14): round the 13 dropped bits to nearest
+     * even (a carry correctly bumps the exponent), rebias 127 -> 15. */
+    uint32_t normal = (mag + 0xfffu + ((mag >> 13) & 1u) - 0x38000000u) >> 13;
+    /* Below 2^-14 the result counts units of 2^-24: y = |f| * 2^24 < 1024 is
+     * exact, so are its integer part q and fraction; round q to nearest even.
+     * (Inputs are clamped first so y stays small for the unused lanes.) */
+    float y = gx_f32_from_bits(mag < 0x38800000u ? mag : 0x38800000u) * 0x1p24f;
+    int32_t q = (int32_t)y;
+    float frac = y - (float)q;
+    uint32_t subnormal = (uint32_t)q + ((frac > 0.5f) | ((frac == 0.5f) & (q & 1)));
+    /* NaN: quiet, top 9 payload bits kept. */
+    uint32_t nan = 0x7e00u | ((mag >> 13) & 0x1ffu);
+    uint32_t r = mag >= 0x38800000u ? normal : subnormal;
+    r = mag >= 0x477ff000u ? 0x7c00u : r; /* >= 65520 rounds (ties even) to Inf */
+    r = mag > 0x7f800000u ? nan : r;
+    return (uint16_t)(sign | r);
 }
 
 static inline float gx_bf16_to_f32(uint16_t b)

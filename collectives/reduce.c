@@ -20,7 +20,10 @@ static const struct gx_reduce_kernels *kernels_for(enum gx_datatype dtype)
         if (gx_reduce_kernels_f16_f16c && gx_reduce_cpu_has_f16c())
             return gx_reduce_kernels_f16_f16c;
         return &gx_reduce_kernels_f16;
-    case GX_BFLOAT16: return &gx_reduce_kernels_bf16;
+    case GX_BFLOAT16:
+        if (gx_reduce_kernels_bf16_avx2 && gx_reduce_cpu_has_avx2())
+            return gx_reduce_kernels_bf16_avx2;
+        return &gx_reduce_kernels_bf16;
     case GX_FLOAT32: return &gx_reduce_kernels_f32;
     case GX_FLOAT64: return &gx_reduce_kernels_f64;
     case GX_DATATYPE_COUNT: break;

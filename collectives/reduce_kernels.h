@@ -31,29 +31,36 @@ extern const struct gx_reduce_kernels gx_reduce_kernels_u64;
 extern const struct gx_reduce_kernels gx_reduce_kernels_f32;
 extern const struct gx_reduce_kernels gx_reduce_kernels_f64;
 extern const struct gx_reduce_kernels gx_reduce_kernels_bf16;
-/* Portable f16 kernels, and the F16C ones (NULL when not built, x86_64 only). */
+/* Portable f16 kernels, and the F16C+AVX ones; bf16 compiled for AVX2. The
+ * pointers are NULL where not built (only on x86_64). */
 extern const struct gx_reduce_kernels gx_reduce_kernels_f16;
 extern const struct gx_reduce_kernels *const gx_reduce_kernels_f16_f16c;
+extern const struct gx_reduce_kernels *const gx_reduce_kernels_bf16_avx2;
 
-/** True when this CPU and OS can run the F16C kernels (cached). */
+/** True when this CPU and OS can run the F16C+AVX kernels (cached). */
 bool gx_reduce_cpu_has_f16c(void);
+/** True when this CPU and OS can run AVX2 code (cached). */
+bool gx_reduce_cpu_has_avx2(void);
 
 /*
  * Stamp out the two- and three-operand loops of one (type, op) from an
  * element function OP(a, b). The bodies are kept trivial, with restrict
  * pointers, so the compiler vectorises them (these files build at -O3).
+ * The _ATTR form adds function attributes, e.g. a target("avx2") clone that
+ * is only called after a run-time CPU check.
  */
-#define GX_REDUCE_DEFINE_KERNELS(name, T, OP)                                  \
-    static void name(void *restrict inout_, const void *restrict in_,         \
-                     size_t count)                                             \
+#define GX_REDUCE_DEFINE_KERNELS(name, T, OP) GX_REDUCE_DEFINE_KERNELS_ATTR(name, T, OP, )
+#define GX_REDUCE_DEFINE_KERNELS_ATTR(name, T, OP, ATTR)                       \
+    ATTR static void name(void *restrict inout_, const void *restrict in_,    \
+                          size_t count)                                        \
     {                                                                          \
         T *restrict io = inout_;                                               \
         const T *restrict in = in_;                                            \
         for (size_t i = 0; i < count; i++)                                     \
             io[i] = OP(io[i], in[i]);                                          \
     }                                                                          \
-    static void name##3(void *restrict out_, const void *restrict a_,          \
-                        const void *restrict b_, size_t count)                 \
+    ATTR static void name##3(void *restrict out_, const void *restrict a_,     \
+                             const void *restrict b_, size_t count)            \
     {                                                                          \
         T *restrict out = out_;                                                \
         const T *restrict a = a_;                                              \

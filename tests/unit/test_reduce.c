@@ -340,10 +340,13 @@ static void test_matrix(void)
         for (int variant = 0; variant < 2; variant++) {
             const struct gx_reduce_kernels *k = NULL;
             const char *vname = "";
-            if (variant == 1) { /* the portable f16 kernels, when F16C was picked */
-                if (t->dt != GX_FLOAT16 || !gx_reduce_cpu_has_f16c())
+            if (variant == 1) { /* the portable kernels, when SIMD ones were picked */
+                if (t->dt == GX_FLOAT16 && gx_reduce_cpu_has_f16c())
+                    k = &gx_reduce_kernels_f16;
+                else if (t->dt == GX_BFLOAT16 && gx_reduce_cpu_has_avx2())
+                    k = &gx_reduce_kernels_bf16;
+                else
                     continue;
-                k = &gx_reduce_kernels_f16;
                 vname = "(portable)";
             }
             for (int op = 0; op < GX_REDOP_COUNT; op++) {
@@ -581,7 +584,9 @@ static void test_args(void)
 
 int main(void)
 {
-    printf("test_reduce: f16 kernels %s\n", gx_reduce_cpu_has_f16c() ? "F16C" : "portable");
+    printf("test_reduce: f16 kernels %s, bf16 kernels %s\n",
+           gx_reduce_cpu_has_f16c() ? "F16C" : "portable",
+           gx_reduce_cpu_has_avx2() ? "AVX2" : "portable");
     test_args();
     test_minmax_rules();
     test_conversions();
