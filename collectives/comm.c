@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "common/param.h"
 #include "common/sha256.h"
+#include "topology/topo.h"
 
 #define WORLD_COMM_ID 1
 
@@ -82,6 +83,34 @@ bool gx_comm_same_node(const struct gx_comm *c, int a, int b)
 }
 
 /* ---- construction ------------------------------------------------------ */
+
+/* Choose this rank's NIC and CPUs from the topology and bind the calling
+ * thread (threads gx starts later inherit it). A topology the user asked
+ * for that cannot be used (GX_TOPO_FILE, a GPU that does not exist) fails
+ * init; nothing else about placement does. */
+static int place_rank(struct gx_comm *c)
+{
+    struct gx_topo *topo;
+    int rc = gx_topo_open(&topo);
+    if (rc != GX_OK)
+        return rc;
+    struct gx_topo_placement pl = GX_TOPO_PLACEMENT_INIT;
+    rc = gx_topo_place_rank(topo, c->local_rank, c->local_size, GX_TOPO_GPU_AUTO, &pl);
+    gx_topo_free(topo);
+    if (rc != GX_OK)
+        return rc;
+    if (pl.nic_count > 0) {
+        snprintf(c->nic_name, sizeof(c->nic_name), "%s", pl.nic_names[0]);
+        c->nic_port = pl.nic_ports[0];
+    }
+    if (gx_topo_bind(&pl) != GX_OK)
+        GX_WARN(GX_SUB_INIT, "could not bind rank %d to CPUs %s; running unbound", c->rank,
+                pl.cpuset);
+    GX_INFO(GX_SUB_INIT, "placement: local rank %d/%d, GPU %d, NIC %s, NUMA node %d, CPUs %s",
+            c->local_rank, c->local_size, pl.gpu, c->nic_name[0] ? c->nic_name : "(none)",
+            pl.numa_node, pl.cpuset[0] ? pl.cpuset : "(unbound)");
+    return GX_OK;
+}
 
 /* Node layout of a communicator from the members' node ids. */
 static void compute_nodes(struct gx_comm *c)
@@ -181,8 +210,14 @@ GX_API int gx_comm_init(const struct gx_config *config, struct gx_comm **comm_ou
     snprintf(c->name, sizeof(c->name), "%s", setup.name);
     snprintf(c->job_key, sizeof(c->job_key), "%s", setup.job_key);
     compute_nodes(c);
-    rc = gx_xport_open(c, &c->xport);
+    rc = place_rank(c);
+    if (rc == GX_OK)
+        rc = gx_xport_open(c, &c->xport);
     if (rc != GX_OK) {
+        /* Tell the others now rather than let them wait for their deadline. */
+        char msg[512];
+        snprintf(msg, sizeof(msg), "rank %d failed to initialise: %s", c->rank, gx_last_error());
+        gx_boot_fail(boot, rc, c->rank, msg);
         comm_free(c);
         gx_boot_release(boot);
         return rc;
@@ -282,6 +317,8 @@ GX_API int gx_comm_split(struct gx_comm *comm, int color, int key, struct gx_com
     c->op_timeout_ms = comm->op_timeout_ms;
     snprintf(c->name, sizeof(c->name), "%.20s/%d", comm->name, mine.color);
     snprintf(c->job_key, sizeof(c->job_key), "%s", comm->job_key);
+    snprintf(c->nic_name, sizeof(c->nic_name), "%s", comm->nic_name);
+    c->nic_port = comm->nic_port;
     compute_nodes(c);
     rc = gx_xport_open(c, &c->xport);
     if (rc != GX_OK) {

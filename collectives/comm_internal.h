@@ -28,6 +28,8 @@ struct gx_comm {
     char name[32];
     char job_key[256];          /* authenticates the fabric connections too */
     struct gx_xport *xport;     /* endpoints to every peer (xport.h) */
+    char nic_name[64];          /* topology's NIC for this rank ("" = none) */
+    int nic_port;
 
     pthread_mutex_t lock;       /* guards seq and the state flags below */
     uint64_t seq;               /* bootstrap operations issued on this comm */
