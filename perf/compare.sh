@@ -88,7 +88,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-mpirun_base=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
+mpirun_base=(mpirun --allow-run-as-root --oversubscribe)
 common=(-n "$iters" -w "$warmup" -z "$blocking" -c 0 -d float -o sum)
 T=900 # seconds before one tool's run is stopped
 
