@@ -116,6 +116,9 @@ int gx_verbs_open_port(const struct gx_verbs_api *api, const char *want,
                        const struct gx_verbs_settings *s, uint32_t want_ip4,
                        struct ibv_context **ctx_out, struct gx_verbs_port *port_out);
 int gx_verbs_probe(struct gx_fab_devinfo *devs, int max, int *count);
+/** The gx-info hook: one line per RDMA port saying whether GPUDirect RDMA
+ *  is usable there and exactly why not (driver, dmabuf, peermem, level). */
+int gx_verbs_gdr_report(char *out, size_t len);
 
 /* ---------------------------------------------------------------------------
  * domain, cq (verbs_provider.c)

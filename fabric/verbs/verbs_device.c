@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "common/param.h"
 #include "fabric/verbs/verbs.h"
+#include "gpudirect/gpudirect.h"
 #include "topology/hca_filter.h"
 
 GX_PARAM_DEFINE(gx_param_ib_gid_index, "GX_IB_GID_INDEX", GX_PARAM_INT, "-1", NULL,
@@ -310,5 +311,53 @@ int gx_verbs_probe(struct gx_fab_devinfo *devs, int max, int *count)
     if (list)
         api->free_device_list(list);
     *count = k;
+    return GX_OK;
+}
+
+int gx_verbs_gdr_report(char *out, size_t len)
+{
+    const struct gx_verbs_api *api;
+    size_t off = 0;
+    out[0] = '\0';
+    if (gx_verbs_load(&api) != GX_OK) {
+        snprintf(out, len, "verbs: GPUDirect RDMA not usable: %s\n",
+                 gx_verbs_unavailable_reason());
+        return GX_OK;
+    }
+    struct ibv_device **list;
+    int n;
+    gx_verbs_device_list(api, &list, &n);
+    if (n == 0)
+        snprintf(out, len, "verbs: GPUDirect RDMA not usable: no RDMA devices\n");
+    for (int d = 0; d < n && off < len; d++) {
+        const char *name = api->get_device_name(list[d]);
+        struct ibv_context *ctx = api->open_device(list[d]);
+        if (!ctx)
+            continue;
+        /* dmabuf probe: fd -1 fails with EOPNOTSUPP where unsupported. */
+        int dmabuf = 0;
+        struct ibv_pd *pd = api->alloc_pd(ctx);
+        if (pd && api->reg_dmabuf_mr) {
+            errno = 0;
+            struct ibv_mr *mr = api->reg_dmabuf_mr(pd, 0, 4096, 0, -1, 0);
+            if (mr)
+                api->dereg_mr(mr);
+            dmabuf = mr || (errno != EOPNOTSUPP && errno != EPROTONOSUPPORT);
+        }
+        if (pd)
+            api->dealloc_pd(pd);
+        struct ibv_device_attr da;
+        int nports = api->query_device(ctx, &da) == 0 ? da.phys_port_cnt : 1;
+        for (int p = 1; p <= nports && off < len; p++) {
+            char nic[80], why[384];
+            snprintf(nic, sizeof(nic), "%s:%d", name, p);
+            struct gx_gdr_nic g = { .name = nic, .dmabuf = dmabuf, .path = GX_TOPO_PATH_UNKNOWN };
+            gx_gdr_decide(&g, why, sizeof(why));
+            off += (size_t)snprintf(out + off, len - off, "%s\n", why);
+        }
+        api->close_device(ctx);
+    }
+    if (list)
+        api->free_device_list(list);
     return GX_OK;
 }
