@@ -404,3 +404,10 @@ GX_API int gx_comm_local_rank(const struct gx_comm *comm) { return comm ? comm->
 GX_API int gx_comm_local_size(const struct gx_comm *comm) { return comm ? comm->local_size : -1; }
 GX_API int gx_comm_node_count(const struct gx_comm *comm) { return comm ? comm->node_count : -1; }
 GX_API int gx_comm_node_index(const struct gx_comm *comm) { return comm ? comm->node_index : -1; }
+
+GX_API const char *gx_comm_peer_provider(const struct gx_comm *comm, int peer)
+{
+    if (!comm || !comm->xport || peer < 0 || peer >= comm->size)
+        return NULL;
+    return gx_xport_provider_of(comm->xport, peer);
+}

@@ -22,8 +22,9 @@
 GX_PARAM_DEFINE(gx_param_provider, "GX_PROVIDER", GX_PARAM_STRING, "", NULL,
                 "Force one fabric provider for every peer (shm, tcp, verbs, dpdk). Unset: shm "
                 "inside a node, the network provider (GX_NET) between nodes.");
-GX_PARAM_DEFINE(gx_param_net, "GX_NET", GX_PARAM_STRING, "tcp", NULL,
-                "Provider for peers on other nodes when GX_PROVIDER is unset.");
+GX_PARAM_DEFINE(gx_param_net, "GX_NET", GX_PARAM_STRING, "auto", NULL,
+                "Provider for peers on other nodes when GX_PROVIDER is unset: auto (verbs when "
+                "every rank has an active RDMA port, else tcp), or a provider name.");
 GX_PARAM_DEFINE(gx_param_eager_limit, "GX_EAGER_LIMIT", GX_PARAM_SIZE, "16K", NULL,
                 "Largest message sent eagerly (copied through bounce slots); larger ones use "
                 "rendezvous and are written straight into the receive buffer.");
@@ -33,10 +34,61 @@ static int xp_allgather(void *ctx, const void *mine, void *all, size_t len)
     return gx_comm_boot_allgather(ctx, mine, all, len);
 }
 
+/* The verbs device to open: the topology's NIC when verbs lists it. */
+static const char *verbs_device_for(const struct gx_comm *c, char *buf, size_t len)
+{
+    const struct gx_fab_provider *prov = gx_fab_provider_find("verbs");
+    struct gx_fab_devinfo devs[32];
+    int n = 0;
+    if (!prov || !c->nic_name[0] || gx_fab_probe(prov, devs, 32, &n) != GX_OK)
+        return NULL;
+    size_t nl = strlen(c->nic_name);
+    for (int i = 0; i < n && i < 32; i++) {
+        if (strncmp(devs[i].name, c->nic_name, nl) == 0 &&
+            (devs[i].name[nl] == '\0' || devs[i].name[nl] == ':')) {
+            snprintf(buf, len, "%s:%d", c->nic_name, c->nic_port > 0 ? c->nic_port : 1);
+            return buf;
+        }
+    }
+    return NULL;
+}
+
+/* GX_NET=auto: verbs when every rank has an active RDMA port, else tcp. The
+ * answer must be the same everywhere, so the ranks vote. */
+static int pick_net_provider(struct gx_xport *x, const char **out)
+{
+    const char *net = gx_param_text(&gx_param_net);
+    if (strcmp(net, "auto") != 0) {
+        *out = net;
+        return GX_OK;
+    }
+    const struct gx_fab_provider *verbs = gx_fab_provider_find("verbs");
+    struct gx_fab_devinfo devs[4];
+    int n = 0;
+    uint8_t mine = verbs && gx_fab_probe(verbs, devs, 4, &n) == GX_OK && n > 0;
+    uint8_t *all = malloc((size_t)x->size);
+    if (!all)
+        return gx_fail(GX_ENOMEM, GX_SUB_COLL, "transport: out of memory");
+    int rc = gx_comm_boot_allgather(x->comm, &mine, all, 1);
+    int missing = -1;
+    for (int r = 0; rc == GX_OK && r < x->size && missing < 0; r++)
+        if (!all[r])
+            missing = r;
+    free(all);
+    if (rc != GX_OK)
+        return rc;
+    *out = missing < 0 ? "verbs" : "tcp";
+    if (verbs && missing >= 0)
+        GX_INFO(GX_SUB_COLL, "GX_NET=auto: tcp between nodes, rank %d has no active RDMA port",
+                missing);
+    return GX_OK;
+}
+
 static int open_domain(struct gx_xport *x, const char *name, const unsigned char *mask,
                        struct xp_domain *d)
 {
     struct gx_comm *c = x->comm;
+    char devbuf[96];
     d->prov = gx_fab_provider_find(name);
     if (!d->prov)
         return gx_fail(GX_EINVAL, GX_SUB_COLL, "provider '%s' is not built in (built: %s)", name,
@@ -44,6 +96,8 @@ static int open_domain(struct gx_xport *x, const char *name, const unsigned char
     struct gx_fab_domain_attr attr = GX_FAB_DOMAIN_ATTR_INIT;
     attr.job_key = c->job_key;
     attr.rank = c->rank;
+    if (strcmp(name, "verbs") == 0)
+        attr.device = verbs_device_for(c, devbuf, sizeof(devbuf));
     int rc = gx_fab_domain_open(d->prov, &attr, &d->dom);
     if (rc == GX_OK)
         rc = gx_fab_cq_open(d->dom, &d->cq);
@@ -137,8 +191,11 @@ int gx_xport_open(struct gx_comm *c, struct gx_xport **out)
     } else if (rc == GX_OK) {
         if (any_shared_node)
             rc = open_domain(x, "shm", local, &x->doms[x->ndoms++]);
+        const char *net = NULL;
         if (rc == GX_OK && c->node_count > 1)
-            rc = open_domain(x, gx_param_text(&gx_param_net), remote, &x->doms[x->ndoms++]);
+            rc = pick_net_provider(x, &net);
+        if (rc == GX_OK && net)
+            rc = open_domain(x, net, remote, &x->doms[x->ndoms++]);
     }
     for (int q = 0; rc == GX_OK && q < c->size; q++) {
         struct xp_peer *p = &x->peers[q];
@@ -159,8 +216,9 @@ int gx_xport_open(struct gx_comm *c, struct gx_xport **out)
         gx_xport_close(x);
         return rc;
     }
-    GX_INFO(GX_SUB_COLL, "transport of '%s': %d mesh(es), eager limit %zu B", c->name, x->ndoms,
-            x->eager_limit);
+    GX_INFO(GX_SUB_COLL, "transport of '%s': %s%s%s, eager limit %zu B", c->name,
+            x->ndoms > 0 ? x->doms[0].prov->name : "self only", x->ndoms > 1 ? " + " : "",
+            x->ndoms > 1 ? x->doms[1].prov->name : "", x->eager_limit);
     *out = x;
     return GX_OK;
 }

@@ -188,6 +188,9 @@ GX_API int gx_comm_local_rank(const struct gx_comm *comm); /**< rank among ranks
 GX_API int gx_comm_local_size(const struct gx_comm *comm); /**< ranks on this node */
 GX_API int gx_comm_node_count(const struct gx_comm *comm);  /**< distinct nodes */
 GX_API int gx_comm_node_index(const struct gx_comm *comm);  /**< this node's index, 0..nodes-1 */
+/** Name of the fabric provider that reaches `peer` ("shm", "tcp", "verbs",
+ *  "self"), or NULL for a bad argument. For diagnosis and tests. */
+GX_API const char *gx_comm_peer_provider(const struct gx_comm *comm, int peer);
 
 /* ---------------------------------------------------------------------------
  * Requests (non-blocking operations).
@@ -311,6 +314,8 @@ GX_API int gx_alltoall(struct gx_comm *comm, const void *sendbuf, void *recvbuf,
                        enum gx_datatype dtype);
 GX_API int gx_ialltoall(struct gx_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
                         enum gx_datatype dtype, struct gx_request **req);
+
+#include "gx/gx_ddp.h"
 
 #ifdef __cplusplus
 }
