@@ -15,6 +15,8 @@
 #include "collectives/half.h"
 #include "collectives/reduce_kernels.h"
 
+#define KERNELS(name, T, OP) GX_REDUCE_DEFINE_KERNELS_ATTR(name, T, OP, GX_REDUCE_CLONES)
+
 static inline double gx_f64_from_bits(uint64_t u)
 {
     double d;
@@ -68,14 +70,14 @@ static inline double min_f64(double a, double b)
     return a != a ? a : m;
 }
 
-GX_REDUCE_DEFINE_KERNELS(f32_sum, float, sum_f32)
-GX_REDUCE_DEFINE_KERNELS(f32_prod, float, prod_f32)
-GX_REDUCE_DEFINE_KERNELS(f32_min, float, min_f32)
-GX_REDUCE_DEFINE_KERNELS(f32_max, float, max_f32)
-GX_REDUCE_DEFINE_KERNELS(f64_sum, double, sum_f64)
-GX_REDUCE_DEFINE_KERNELS(f64_prod, double, prod_f64)
-GX_REDUCE_DEFINE_KERNELS(f64_min, double, min_f64)
-GX_REDUCE_DEFINE_KERNELS(f64_max, double, max_f64)
+KERNELS(f32_sum, float, sum_f32)
+KERNELS(f32_prod, float, prod_f32)
+KERNELS(f32_min, float, min_f32)
+KERNELS(f32_max, float, max_f32)
+KERNELS(f64_sum, double, sum_f64)
+KERNELS(f64_prod, double, prod_f64)
+KERNELS(f64_min, double, min_f64)
+KERNELS(f64_max, double, max_f64)
 
 /* A true division, not a multiply by 1/n: rounded once, like x / n. */
 static void f32_divide(void *buf_, size_t count, int nranks)

@@ -10,6 +10,8 @@
 
 #include "collectives/reduce_kernels.h"
 
+#define KERNELS(name, T, OP) GX_REDUCE_DEFINE_KERNELS_ATTR(name, T, OP, GX_REDUCE_CLONES)
+
 /* uint8_t promotes to int: 255 * 255 still fits, so no overflow before the
  * truncating cast. 32- and 64-bit unsigned types do not promote. */
 static inline uint8_t sum_u8(uint8_t a, uint8_t b) { return (uint8_t)(a + b); }
@@ -22,26 +24,26 @@ static inline uint64_t prod_u64(uint64_t a, uint64_t b) { return a * b; }
 #define MIN_OF(a, b) ((b) < (a) ? (b) : (a))
 #define MAX_OF(a, b) ((b) > (a) ? (b) : (a))
 
-GX_REDUCE_DEFINE_KERNELS(u8_sum, uint8_t, sum_u8)
-GX_REDUCE_DEFINE_KERNELS(u8_prod, uint8_t, prod_u8)
-GX_REDUCE_DEFINE_KERNELS(u8_min, uint8_t, MIN_OF)
-GX_REDUCE_DEFINE_KERNELS(u8_max, uint8_t, MAX_OF)
-GX_REDUCE_DEFINE_KERNELS(i8_min, int8_t, MIN_OF)
-GX_REDUCE_DEFINE_KERNELS(i8_max, int8_t, MAX_OF)
+KERNELS(u8_sum, uint8_t, sum_u8)
+KERNELS(u8_prod, uint8_t, prod_u8)
+KERNELS(u8_min, uint8_t, MIN_OF)
+KERNELS(u8_max, uint8_t, MAX_OF)
+KERNELS(i8_min, int8_t, MIN_OF)
+KERNELS(i8_max, int8_t, MAX_OF)
 
-GX_REDUCE_DEFINE_KERNELS(u32_sum, uint32_t, sum_u32)
-GX_REDUCE_DEFINE_KERNELS(u32_prod, uint32_t, prod_u32)
-GX_REDUCE_DEFINE_KERNELS(u32_min, uint32_t, MIN_OF)
-GX_REDUCE_DEFINE_KERNELS(u32_max, uint32_t, MAX_OF)
-GX_REDUCE_DEFINE_KERNELS(i32_min, int32_t, MIN_OF)
-GX_REDUCE_DEFINE_KERNELS(i32_max, int32_t, MAX_OF)
+KERNELS(u32_sum, uint32_t, sum_u32)
+KERNELS(u32_prod, uint32_t, prod_u32)
+KERNELS(u32_min, uint32_t, MIN_OF)
+KERNELS(u32_max, uint32_t, MAX_OF)
+KERNELS(i32_min, int32_t, MIN_OF)
+KERNELS(i32_max, int32_t, MAX_OF)
 
-GX_REDUCE_DEFINE_KERNELS(u64_sum, uint64_t, sum_u64)
-GX_REDUCE_DEFINE_KERNELS(u64_prod, uint64_t, prod_u64)
-GX_REDUCE_DEFINE_KERNELS(u64_min, uint64_t, MIN_OF)
-GX_REDUCE_DEFINE_KERNELS(u64_max, uint64_t, MAX_OF)
-GX_REDUCE_DEFINE_KERNELS(i64_min, int64_t, MIN_OF)
-GX_REDUCE_DEFINE_KERNELS(i64_max, int64_t, MAX_OF)
+KERNELS(u64_sum, uint64_t, sum_u64)
+KERNELS(u64_prod, uint64_t, prod_u64)
+KERNELS(u64_min, uint64_t, MIN_OF)
+KERNELS(u64_max, uint64_t, MAX_OF)
+KERNELS(i64_min, int64_t, MIN_OF)
+KERNELS(i64_max, int64_t, MAX_OF)
 
 /* Average: C division truncates toward zero; n >= 1, so no INT_MIN / -1. */
 #define DEFINE_DIVIDE(name, T)                                                 \
