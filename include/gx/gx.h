@@ -315,6 +315,7 @@ GX_API int gx_alltoall(struct gx_comm *comm, const void *sendbuf, void *recvbuf,
 GX_API int gx_ialltoall(struct gx_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
                         enum gx_datatype dtype, struct gx_request **req);
 
+#include "gx/gx_ddp.h"
 
 #ifdef __cplusplus
 }
