@@ -163,6 +163,7 @@ static struct gx_comm *comm_alloc(struct gx_boot *boot, int rank, int size)
 
 static void comm_free(struct gx_comm *c)
 {
+    gx_coll_comm_destroy(c); /* collectives: progress thread off before the transport goes */
     gx_xport_close(c->xport);
     pthread_mutex_destroy(&c->lock);
     free(c->world_ranks);

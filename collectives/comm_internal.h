@@ -30,6 +30,7 @@ struct gx_comm {
     struct gx_xport *xport;     /* endpoints to every peer (xport.h) */
     char nic_name[64];          /* topology's NIC for this rank ("" = none) */
     int nic_port;
+    struct coll_comm *coll;     /* collectives engine, created on first use (coll_engine.c) */
 
     pthread_mutex_t lock;       /* guards seq and the state flags below */
     uint64_t seq;               /* bootstrap operations issued on this comm */
@@ -59,6 +60,10 @@ int gx_comm_note_failure(struct gx_comm *c, int status);
 
 /** True when comm ranks `a` and `b` run on the same node. */
 bool gx_comm_same_node(const struct gx_comm *c, int a, int b);
+
+/** Collectives engine hook (coll_engine.c): stop the progress thread and
+ *  detach in-flight collectives; called by comm.c before the transport closes. */
+void gx_coll_comm_destroy(struct gx_comm *c);
 
 /** All-gather over the bootstrap (for other layers' address exchange). */
 int gx_comm_boot_allgather(struct gx_comm *c, const void *mine, void *all, size_t each);

@@ -1,0 +1,810 @@
+/*
+ * coll_engine.c - the step engine of the collectives.
+ *
+ * A collective is a schedule (coll.h) built when it is issued: steps with up
+ * to three dependencies on earlier steps. The engine walks every outstanding
+ * collective of a communicator in issue order, posts the sends and receives
+ * whose dependencies are done, runs the reductions and copies whose inputs
+ * are ready, and retires a collective once all its steps are done. Chunked
+ * schedules therefore pipeline by themselves: chunk c of round k+1 goes out
+ * while chunk c+1 of round k is still in flight.
+ *
+ * Who runs it (GX_PROGRESS): "thread" (default) starts one progress thread
+ * per communicator on its first collective; it sleeps on a condition variable
+ * while nothing is outstanding and backs off (spin, yield, short naps) while
+ * waiting on peers, so 8 ranks on 2 cores still make progress. The caller's
+ * gx_test/gx_wait also advance the engine when the lock is free. "caller"
+ * runs the engine only inside gx_test/gx_wait.
+ *
+ * Owns: struct coll_comm, the lifecycle of struct coll_op, the descriptor
+ * check (GX_EMISMATCH) and the failure policy: a collective that fails for a
+ * reason other than its own arguments sets the communicator's async error,
+ * tells the other ranks through the bootstrap (so ranks waiting elsewhere
+ * fail at once, naming the root cause) and aborts the transport so nothing
+ * writes into the caller's buffers after the request reported its error.
+ * Locking: cc->mu guards the list and every op's schedule; lock order is
+ * cc->mu, then the transport's and the bootstrap's own locks.
+ */
+#include <errno.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "collectives/coll.h"
+#include "collectives/comm_internal.h"
+#include "collectives/request.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/param.h"
+
+GX_PARAM_DEFINE(gx_param_progress, "GX_PROGRESS", GX_PARAM_ENUM, "thread", "thread|caller",
+                "Who advances non-blocking collectives: a progress thread per communicator "
+                "(thread), or only gx_test/gx_wait in the calling thread (caller).");
+
+#define STEP_WAITING 0
+#define STEP_POSTED 1
+#define STEP_DONE 2
+#define STEP_WINDOW 1024          /* steps looked at per pass, from the first not done */
+#define BOOT_POLL_NS 20000000ull  /* how often to look for failures other ranks reported */
+#define ROOT_CAUSE_GRACE_MS 200   /* wait this long for a peer's report after a link error */
+
+struct coll_comm {
+    struct gx_comm *comm;
+    pthread_mutex_t mu;
+    pthread_cond_t cond;
+    struct coll_op *head, *tail;   /* outstanding collectives in issue order */
+    unsigned nactive;
+    uint64_t seq;                  /* collectives issued (incl. rejected calls) */
+    uint64_t next_boot_poll;
+    bool use_thread;
+    bool thread_started;
+    bool stop;
+    pthread_t thread;
+};
+
+static const char *const kind_names[COLL_KIND_COUNT] = {
+    "allreduce", "broadcast", "reduce", "allgather", "reduce_scatter", "gather", "scatter",
+    "alltoall",
+};
+static const char *const algo_names[COLL_ALGO_COUNT] = {
+    "auto", "ring", "tree", "rhd", "rd", "linear",
+};
+
+const char *coll_kind_name(enum coll_kind k)
+{
+    return (unsigned)k < COLL_KIND_COUNT ? kind_names[k] : "?";
+}
+
+const char *coll_algo_name(enum coll_algo a)
+{
+    return (unsigned)a < COLL_ALGO_COUNT ? algo_names[a] : "?";
+}
+
+/* ---- schedule builder ---------------------------------------------------- */
+
+static int add_step(struct coll_op *op, int kind, int d0, int d1, int d2)
+{
+    if (op->nsteps == op->cap) {
+        int cap = op->cap ? op->cap * 2 : 32;
+        struct coll_step *s = realloc(op->steps, (size_t)cap * sizeof(*s));
+        if (!s) {
+            op->build_status = GX_ENOMEM;
+            return 0; /* step 0 is overwritten harmlessly; build_status fails the op */
+        }
+        op->steps = s;
+        op->cap = cap;
+    }
+    int i = op->nsteps++;
+    struct coll_step *s = &op->steps[i];
+    memset(s, 0, offsetof(struct coll_step, xop));
+    s->kind = (uint8_t)kind;
+    s->dep[0] = d0;
+    s->dep[1] = d1;
+    s->dep[2] = d2;
+    return i;
+}
+
+int cs_send(struct coll_op *op, int peer, uint32_t msg, const void *buf, size_t bytes, int d0,
+            int d1, int d2)
+{
+    int i = add_step(op, CS_SEND, d0, d1, d2);
+    op->steps[i].peer = peer;
+    op->steps[i].msg = msg;
+    op->steps[i].src = buf;
+    op->steps[i].len = bytes;
+    if (msg > COLL_MSG_MAX && msg != UINT32_MAX)
+        op->build_status = GX_EUNSUPPORTED;
+    return i;
+}
+
+int cs_recv(struct coll_op *op, int peer, uint32_t msg, void *buf, size_t bytes, int d0, int d1,
+            int d2)
+{
+    int i = add_step(op, CS_RECV, d0, d1, d2);
+    op->steps[i].peer = peer;
+    op->steps[i].msg = msg;
+    op->steps[i].dst = buf;
+    op->steps[i].len = bytes;
+    if (msg > COLL_MSG_MAX && msg != UINT32_MAX)
+        op->build_status = GX_EUNSUPPORTED;
+    return i;
+}
+
+int cs_reduce(struct coll_op *op, void *inout, const void *in, size_t count, int d0, int d1,
+              int d2)
+{
+    int i = add_step(op, CS_REDUCE, d0, d1, d2);
+    op->steps[i].dst = inout;
+    op->steps[i].src = in;
+    op->steps[i].len = count;
+    return i;
+}
+
+int cs_reduce3(struct coll_op *op, void *out, const void *a, const void *b, size_t count, int d0,
+               int d1, int d2)
+{
+    int i = add_step(op, CS_REDUCE3, d0, d1, d2);
+    op->steps[i].dst = out;
+    op->steps[i].src = a;
+    op->steps[i].src2 = b;
+    op->steps[i].len = count;
+    return i;
+}
+
+int cs_copy(struct coll_op *op, void *dst, const void *src, size_t bytes, int d0, int d1, int d2)
+{
+    int i = add_step(op, CS_COPY, d0, d1, d2);
+    op->steps[i].dst = dst;
+    op->steps[i].src = src;
+    op->steps[i].len = bytes;
+    return i;
+}
+
+int cs_avg(struct coll_op *op, void *buf, size_t count, int d0, int d1, int d2)
+{
+    int i = add_step(op, CS_AVG, d0, d1, d2);
+    op->steps[i].dst = buf;
+    op->steps[i].len = count;
+    return i;
+}
+
+int cs_nop(struct coll_op *op, int d0, int d1, int d2)
+{
+    return add_step(op, CS_NOP, d0, d1, d2);
+}
+
+void *cs_scratch(struct coll_op *op, size_t bytes)
+{
+    free(op->scratch);
+    op->scratch = malloc(bytes ? bytes : 1);
+    if (!op->scratch)
+        op->build_status = GX_ENOMEM;
+    return op->scratch;
+}
+
+/* ---- describing calls ------------------------------------------------- */
+
+static void describe_desc(const struct coll_desc *d, char *buf, size_t len)
+{
+    const char *kind = coll_kind_name((enum coll_kind)d->coll);
+    int n = snprintf(buf, len, "%s #%llu (count %llu, %s", kind, (unsigned long long)d->seq,
+                     (unsigned long long)d->count, gx_datatype_name((enum gx_datatype)d->dtype));
+    if (n < 0 || (size_t)n >= len)
+        return;
+    if (d->op != 0xff)
+        n += snprintf(buf + n, len - (size_t)n, ", %s", gx_redop_name((enum gx_redop)d->op));
+    if ((size_t)n < len && d->root >= 0)
+        n += snprintf(buf + n, len - (size_t)n, ", root %d", d->root);
+    if ((size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, ", algorithm %s)",
+                 coll_algo_name((enum coll_algo)d->algo));
+}
+
+static void describe_op(const struct coll_op *op, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s #%llu on communicator '%s' (rank %d of %d)",
+             coll_kind_name(op->a.kind), (unsigned long long)op->seq, op->comm->name,
+             op->comm->rank, op->comm->size);
+}
+
+/* ---- failure ------------------------------------------------------------ */
+
+static void op_set_error(struct coll_op *op, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void op_set_error(struct coll_op *op, int status, const char *fmt, ...)
+{
+    if (op->finished)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(op->errmsg, sizeof(op->errmsg), fmt, ap);
+    va_end(ap);
+    op->status = status;
+}
+
+/* Take a failure other ranks reported through the bootstrap, if any. */
+static int boot_root_cause(struct gx_comm *c, char *msg, size_t len, int grace_ms)
+{
+    uint64_t until = gx_deadline_after_ms(grace_ms);
+    for (;;) {
+        gx_boot_progress(c->boot, 0);
+        int bs = gx_boot_failure(c->boot, msg, len);
+        if (bs != GX_OK || gx_ms_left(until) == 0)
+            return bs;
+        gx_boot_progress(c->boot, 10);
+    }
+}
+
+/* The communicator is broken: every outstanding collective fails with
+ * `status`, the transport is aborted (nothing may write into the callers'
+ * buffers once their requests report), and other ranks are told. Called
+ * with cc->mu held, after op_set_error() on the op that failed first. */
+static void comm_broken(struct coll_comm *cc, int status, const char *msg, int failed_world_rank)
+{
+    struct gx_comm *c = cc->comm;
+    gx_comm_set_async_error(c, status, msg);
+    if (status != GX_EABORTED && gx_boot_failure(c->boot, NULL, 0) == GX_OK)
+        gx_boot_fail(c->boot, status, failed_world_rank, msg);
+    gx_xport_abort(c->xport);
+    for (struct coll_op *op = cc->head; op; op = op->next) {
+        if (op->status == GX_OK) {
+            char what[160];
+            describe_op(op, what, sizeof(what));
+            op_set_error(op, status, "%s failed: %s", what, msg);
+        }
+    }
+}
+
+/* ---- running steps ------------------------------------------------------ */
+
+static bool deps_done(const struct coll_op *op, const struct coll_step *s)
+{
+    for (int k = 0; k < CS_MAX_DEPS; k++)
+        if (s->dep[k] >= 0 && op->steps[s->dep[k]].state != STEP_DONE)
+            return false;
+    return true;
+}
+
+static void check_desc(struct coll_op *op)
+{
+    const struct coll_desc *m = &op->desc_out, *p = &op->desc_in;
+    int prev = (op->comm->rank + op->comm->size - 1) % op->comm->size;
+    op->desc_checked = true;
+    if (p->magic != COLL_DESC_MAGIC || p->version != COLL_PROTO_VERSION) {
+        op_set_error(op, GX_EPROTO, "%s #%llu: rank %d sent a malformed collective descriptor "
+                     "(magic 0x%x version %u) to rank %d", coll_kind_name(op->a.kind),
+                     (unsigned long long)op->seq, prev, p->magic, p->version, op->comm->rank);
+        return;
+    }
+    if (memcmp(m, p, sizeof(*m)) == 0)
+        return;
+    char mine[200], theirs[200];
+    describe_desc(m, mine, sizeof(mine));
+    describe_desc(p, theirs, sizeof(theirs));
+    op_set_error(op, GX_EMISMATCH, "collective mismatch on communicator '%s': rank %d called "
+                 "%s but rank %d called %s%s", op->comm->name, prev, theirs, op->comm->rank, mine,
+                 p->seq != m->seq ? " (a rank skipped a collective, e.g. one that failed its "
+                 "argument checks there)" : "");
+}
+
+/* A send or receive finished: check it. */
+static void comm_step_finished(struct coll_op *op, int i)
+{
+    struct coll_step *s = &op->steps[i];
+    struct xp_op *x = &s->xop;
+    if (x->status == GX_ETRUNCATE) {
+        snprintf(op->anomaly, sizeof(op->anomaly), "%s #%llu: rank %d and rank %d disagree on "
+                 "a message size (%s): ranks called different collectives or counts",
+                 coll_kind_name(op->a.kind), (unsigned long long)op->seq, op->comm->rank, s->peer,
+                 x->err);
+    } else if (x->status != GX_OK) {
+        if (op->status == GX_OK) {
+            char what[160];
+            describe_op(op, what, sizeof(what));
+            op_set_error(op, x->status, "%s failed: %s", what, x->err);
+        }
+    } else if (s->kind == CS_RECV && x->received != s->len) {
+        snprintf(op->anomaly, sizeof(op->anomaly), "%s #%llu: rank %d sent %zu bytes where rank "
+                 "%d expected %zu: ranks called different collectives or counts",
+                 coll_kind_name(op->a.kind), (unsigned long long)op->seq, s->peer, x->received,
+                 op->comm->rank, s->len);
+    }
+    s->state = STEP_DONE;
+    if (i == op->desc_recv_step && op->status == GX_OK)
+        check_desc(op);
+}
+
+static uint32_t step_tag(const struct coll_op *op, const struct coll_step *s)
+{
+    return s->msg == UINT32_MAX ? COLL_DESC_TAG : COLL_TAG(op->seq, s->msg);
+}
+
+static void run_step(struct coll_op *op, struct coll_step *s)
+{
+    struct gx_xport *x = op->comm->xport;
+    int rc = GX_OK;
+    switch (s->kind) {
+    case CS_SEND:
+        rc = gx_xport_send(x, &s->xop, s->peer, step_tag(op, s), s->src, s->len);
+        break;
+    case CS_RECV:
+        rc = gx_xport_recv(x, &s->xop, s->peer, step_tag(op, s), s->dst, s->len);
+        break;
+    case CS_REDUCE:
+        op->fn(s->dst, s->src, s->len);
+        break;
+    case CS_REDUCE3:
+        if (s->dst == s->src) /* in-place forms: the two-operand kernel */
+            op->fn(s->dst, s->src2, s->len);
+        else if (s->dst == s->src2)
+            op->fn(s->dst, s->src, s->len);
+        else
+            op->fn3(s->dst, s->src, s->src2, s->len);
+        break;
+    case CS_COPY:
+        if (s->len && s->dst != s->src)
+            memcpy(s->dst, s->src, s->len);
+        break;
+    case CS_AVG:
+        rc = gx_reduce_finish_avg(s->dst, op->a.dtype, s->len, op->comm->size);
+        break;
+    default:
+        break;
+    }
+    if (rc != GX_OK) {
+        char what[160];
+        describe_op(op, what, sizeof(what));
+        op_set_error(op, rc, "%s failed posting to rank %d: %s", what, s->peer, gx_last_error());
+        return;
+    }
+    s->state = (s->kind == CS_SEND || s->kind == CS_RECV) ? STEP_POSTED : STEP_DONE;
+}
+
+/* One pass over an op's window. Returns true when anything changed. */
+static bool op_pass(struct coll_op *op)
+{
+    bool changed = false;
+    bool only_desc = op->anomaly[0] != 0;
+    int end = op->first + STEP_WINDOW < op->nsteps ? op->first + STEP_WINDOW : op->nsteps;
+    for (int i = op->first; i < end && op->status == GX_OK; i++) {
+        struct coll_step *s = &op->steps[i];
+        if (s->state == STEP_DONE)
+            continue;
+        if (only_desc && i != op->desc_recv_step)
+            continue;
+        if (s->state == STEP_WAITING) {
+            if (!deps_done(op, s))
+                continue;
+            run_step(op, s);
+            changed = true;
+        }
+        if (s->state == STEP_POSTED && __atomic_load_n(&s->xop.done, __ATOMIC_ACQUIRE)) {
+            comm_step_finished(op, i);
+            changed = true;
+            if (op->anomaly[0])
+                only_desc = true;
+        }
+    }
+    while (op->first < op->nsteps && op->steps[op->first].state == STEP_DONE)
+        op->first++;
+    return changed;
+}
+
+static void stall_report(const struct coll_op *op, char *buf, size_t len)
+{
+    size_t n = 0;
+    int shown = 0;
+    buf[0] = 0;
+    for (int i = op->first; i < op->nsteps && shown < 6; i++) {
+        const struct coll_step *s = &op->steps[i];
+        if (s->state != STEP_POSTED || s->xop.done)
+            continue;
+        int w = snprintf(buf + n, len - n, "%s%s rank %d", shown ? ", " : "",
+                         s->kind == CS_RECV ? "receive from" : "send to", s->peer);
+        if (w < 0 || (size_t)w >= len - n)
+            break;
+        n += (size_t)w;
+        shown++;
+    }
+    if (!shown)
+        snprintf(buf, len, "no message outstanding");
+}
+
+/* Advance one op; returns GX_OK when it finished (successfully or not). */
+static int op_advance(struct coll_comm *cc, struct coll_op *op, bool *progressed)
+{
+    if (op->status == GX_OK) {
+        for (int pass = 0; pass < 8 && op_pass(op); pass++)
+            *progressed = true;
+    }
+    if (op->status == GX_OK && op->anomaly[0] &&
+        (op->desc_recv_step < 0 || op->steps[op->desc_recv_step].state == STEP_DONE))
+        op_set_error(op, GX_EMISMATCH, "%s", op->anomaly);
+    if (op->status == GX_OK && op->first == op->nsteps)
+        return GX_OK;
+    if (op->status == GX_OK && gx_ms_left(op->deadline) == 0) {
+        char what[160], stall[300];
+        describe_op(op, what, sizeof(what));
+        stall_report(op, stall, sizeof(stall));
+        op_set_error(op, GX_ETIMEOUT, "%s did not complete within GX_TIMEOUT (%d ms); still "
+                     "waiting on: %s", what, op->comm->op_timeout_ms, stall);
+    }
+    if (op->status == GX_OK)
+        return GX_INPROGRESS;
+    /* Failed. Transport and mismatch failures break the communicator. */
+    int failed_peer = -1;
+    for (int i = 0; i < op->nsteps; i++) {
+        const struct coll_step *s = &op->steps[i];
+        if (s->state == STEP_DONE && s->xop.status != GX_OK &&
+            (s->kind == CS_SEND || s->kind == CS_RECV))
+            failed_peer = s->peer;
+    }
+    if (failed_peer >= 0 && GX_IS_PEER_ERROR(op->status)) {
+        /* A broken link is often the echo of a failure another rank already
+         * diagnosed (it aborted its transport): prefer that root cause. */
+        char bmsg[512];
+        int bs = boot_root_cause(cc->comm, bmsg, sizeof(bmsg), ROOT_CAUSE_GRACE_MS);
+        if (bs != GX_OK) {
+            char what[160];
+            describe_op(op, what, sizeof(what));
+            op->status = GX_OK;
+            op_set_error(op, bs, "%s failed: %s", what, bmsg);
+            failed_peer = -1;
+        }
+    }
+    if (!GX_IS_CALLER_ERROR(op->status))
+        comm_broken(cc, op->status, op->errmsg,
+                    failed_peer >= 0 ? cc->comm->world_ranks[failed_peer] : -1);
+    return GX_OK;
+}
+
+static void op_unlink(struct coll_comm *cc, struct coll_op *op)
+{
+    struct coll_op **pp = &cc->head, *prev = NULL;
+    while (*pp && *pp != op) {
+        prev = *pp;
+        pp = &(*pp)->next;
+    }
+    if (!*pp)
+        return;
+    *pp = op->next;
+    if (cc->tail == op)
+        cc->tail = prev;
+    op->next = NULL;
+    op->active = false;
+    cc->nactive--;
+}
+
+static void op_finish(struct coll_comm *cc, struct coll_op *op)
+{
+    if (op->status != GX_OK)
+        gx_fail(op->status, GX_SUB_COLL, "%s", op->errmsg);
+    op_unlink(cc, op);
+    __atomic_store_n(&op->finished, true, __ATOMIC_RELEASE);
+}
+
+/* Check for failures from outside the engine: abort, another operation's
+ * failure on this comm, or a failure another rank reported. */
+static void check_outside_failures(struct coll_comm *cc)
+{
+    struct gx_comm *c = cc->comm;
+    int status = GX_OK;
+    char msg[512] = "";
+    if (atomic_load(&c->aborted)) {
+        status = GX_EABORTED;
+        snprintf(msg, sizeof(msg), "communicator '%s' was aborted", c->name);
+    } else if (atomic_load(&c->async_status) != GX_OK) {
+        pthread_mutex_lock(&c->lock);
+        status = atomic_load(&c->async_status);
+        snprintf(msg, sizeof(msg), "%s", c->async_msg);
+        pthread_mutex_unlock(&c->lock);
+    } else if (gx_now_ns() >= cc->next_boot_poll) {
+        cc->next_boot_poll = gx_now_ns() + BOOT_POLL_NS;
+        gx_boot_progress(c->boot, 0);
+        status = gx_boot_failure(c->boot, msg, sizeof(msg));
+    }
+    if (status != GX_OK)
+        comm_broken(cc, status, msg, -1);
+}
+
+/* Advance every outstanding collective in issue order. cc->mu held. */
+static bool progress_locked(struct coll_comm *cc)
+{
+    bool progressed = false;
+    if (!cc->head)
+        return false;
+    int rc = gx_xport_progress(cc->comm->xport);
+    if (rc != GX_OK) {
+        char msg[300];
+        snprintf(msg, sizeof(msg), "the transport of communicator '%s' failed: %s",
+                 cc->comm->name, gx_last_error());
+        comm_broken(cc, rc, msg, -1);
+    }
+    check_outside_failures(cc);
+    for (struct coll_op *op = cc->head, *next; op; op = next) {
+        next = op->next;
+        if (op_advance(cc, op, &progressed) == GX_OK) {
+            op_finish(cc, op);
+            progressed = true;
+            next = cc->head; /* a failure may have failed the others: rescan */
+        }
+    }
+    return progressed;
+}
+
+/* ---- progress thread ----------------------------------------------------- */
+
+static void backoff(unsigned idle)
+{
+    if (idle < 64)
+        return;
+    if (idle < 512) {
+        sched_yield();
+        return;
+    }
+    struct timespec ts = { 0, idle < 4096 ? 20000 : 200000 };
+    nanosleep(&ts, NULL);
+}
+
+static void *progress_main(void *arg)
+{
+    struct coll_comm *cc = arg;
+    unsigned idle = 0;
+    pthread_mutex_lock(&cc->mu);
+    for (;;) {
+        while (!cc->stop && !cc->head) {
+            idle = 0;
+            pthread_cond_wait(&cc->cond, &cc->mu);
+        }
+        if (cc->stop)
+            break;
+        idle = progress_locked(cc) ? 0 : idle + 1;
+        pthread_mutex_unlock(&cc->mu);
+        backoff(idle);
+        pthread_mutex_lock(&cc->mu);
+    }
+    pthread_mutex_unlock(&cc->mu);
+    return NULL;
+}
+
+static struct coll_comm *coll_comm_get(struct gx_comm *c)
+{
+    pthread_mutex_lock(&c->lock);
+    struct coll_comm *cc = c->coll;
+    if (!cc) {
+        cc = calloc(1, sizeof(*cc));
+        if (cc) {
+            int mode = 0;
+            (void)gx_param_enum(&gx_param_progress, &mode);
+            cc->comm = c;
+            cc->use_thread = mode == 0 && c->size > 1;
+            pthread_mutex_init(&cc->mu, NULL);
+            pthread_cond_init(&cc->cond, NULL);
+            if (cc->use_thread) {
+                cc->thread_started = pthread_create(&cc->thread, NULL, progress_main, cc) == 0;
+                if (!cc->thread_started) {
+                    GX_WARN(GX_SUB_COLL, "communicator '%s': no progress thread (%s); the "
+                            "caller advances collectives", c->name, strerror(errno));
+                    cc->use_thread = false;
+                }
+            }
+            c->coll = cc;
+        }
+    }
+    pthread_mutex_unlock(&c->lock);
+    return cc;
+}
+
+void gx_coll_comm_destroy(struct gx_comm *c)
+{
+    struct coll_comm *cc = c->coll;
+    if (!cc)
+        return;
+    pthread_mutex_lock(&cc->mu);
+    cc->stop = true;
+    pthread_cond_broadcast(&cc->cond);
+    pthread_mutex_unlock(&cc->mu);
+    if (cc->thread_started)
+        pthread_join(cc->thread, NULL);
+    pthread_mutex_lock(&cc->mu);
+    if (cc->head) {
+        /* Requests still in flight: nothing may touch their memory once the
+         * transport closes. Their owners must still free them. */
+        gx_xport_abort(c->xport);
+        for (struct coll_op *op = cc->head; op; op = op->next)
+            op_set_error(op, GX_EABORTED, "%s #%llu: communicator '%s' was destroyed while it "
+                         "was in flight", coll_kind_name(op->a.kind),
+                         (unsigned long long)op->seq, c->name);
+        while (cc->head) {
+            struct coll_op *op = cc->head;
+            op_finish(cc, op);
+        }
+    }
+    pthread_mutex_unlock(&cc->mu);
+    pthread_cond_destroy(&cc->cond);
+    pthread_mutex_destroy(&cc->mu);
+    free(cc);
+    c->coll = NULL;
+}
+
+/* ---- requests --------------------------------------------------------------- */
+
+static int coll_req_step(struct gx_request *req)
+{
+    struct coll_op *op = req->priv;
+    struct coll_comm *cc = op->cc;
+    if (!__atomic_load_n(&op->finished, __ATOMIC_ACQUIRE)) {
+        /* With a progress thread, help only when it is not busy. */
+        bool locked = cc->use_thread ? pthread_mutex_trylock(&cc->mu) == 0
+                                     : pthread_mutex_lock(&cc->mu) == 0;
+        if (locked) {
+            progress_locked(cc);
+            pthread_mutex_unlock(&cc->mu);
+        }
+    }
+    if (!__atomic_load_n(&op->finished, __ATOMIC_ACQUIRE))
+        return GX_INPROGRESS;
+    if (op->status != GX_OK)
+        gx_set_last_error(op->errmsg);
+    return op->status;
+}
+
+static void op_free(struct coll_op *op)
+{
+    free(op->steps);
+    free(op->scratch);
+    free(op);
+}
+
+static void coll_req_release(struct gx_request *req)
+{
+    struct coll_op *op = req->priv;
+    struct coll_comm *cc = op->cc;
+    /* A finished op is no longer the engine's (and its comm may be gone). */
+    if (!__atomic_load_n(&op->finished, __ATOMIC_ACQUIRE)) {
+        pthread_mutex_lock(&cc->mu);
+        if (op->active) {
+            /* Freed while in flight (after a timeout): the comm is broken. */
+            char what[160];
+            describe_op(op, what, sizeof(what));
+            op_set_error(op, GX_ETIMEOUT, "%s was freed while still in flight", what);
+            comm_broken(cc, GX_ETIMEOUT, op->errmsg, -1);
+            op_finish(cc, op);
+        }
+        pthread_mutex_unlock(&cc->mu);
+    }
+    op_free(op);
+}
+
+uint64_t coll_next_seq(struct gx_comm *comm, int *status)
+{
+    struct coll_comm *cc = coll_comm_get(comm);
+    if (!cc) {
+        *status = gx_fail(GX_ENOMEM, GX_SUB_COLL, "communicator '%s': out of memory",
+                          comm->name);
+        return 0;
+    }
+    pthread_mutex_lock(&cc->mu);
+    uint64_t s = ++cc->seq;
+    pthread_mutex_unlock(&cc->mu);
+    *status = GX_OK;
+    return s;
+}
+
+/* Build the schedule for op->algo. */
+static int build(struct coll_op *op)
+{
+    switch (op->a.kind) {
+    case COLL_ALLREDUCE:
+        switch (op->algo) {
+        case COLL_ALGO_RD: return rd_allreduce_build(op);
+        case COLL_ALGO_RHD: return rhd_allreduce_build(op);
+        case COLL_ALGO_TREE: return tree_allreduce_build(op);
+        default: return ring_allreduce_build(op);
+        }
+    case COLL_BROADCAST:
+        return op->algo == COLL_ALGO_RING ? chain_bcast_build(op) : tree_bcast_build(op);
+    case COLL_REDUCE:
+        return op->algo == COLL_ALGO_RING ? chain_reduce_build(op) : tree_reduce_build(op);
+    case COLL_ALLGATHER:
+        return ring_allgather_build(op);
+    case COLL_REDUCE_SCATTER:
+        return ring_reduce_scatter_build(op);
+    case COLL_GATHER:
+        return linear_gather_build(op);
+    case COLL_SCATTER:
+        return linear_scatter_build(op);
+    case COLL_ALLTOALL:
+        return linear_alltoall_build(op);
+    default:
+        return GX_EINVAL;
+    }
+}
+
+/* Bytes the cost model sees for a call. */
+static size_t model_bytes(const struct coll_args *a)
+{
+    return a->count * a->es;
+}
+
+int coll_issue(struct gx_comm *comm, uint64_t seq, const struct coll_args *a, const char *fn,
+               struct gx_request **req_out)
+{
+    struct coll_comm *cc = comm->coll; /* created by coll_next_seq() */
+    struct coll_op *op = calloc(1, sizeof(*op));
+    if (!op)
+        return gx_fail(GX_ENOMEM, GX_SUB_COLL, "%s: out of memory", fn);
+    op->comm = comm;
+    op->cc = cc;
+    op->a = *a;
+    op->seq = seq;
+    op->desc_recv_step = -1;
+    if (a->op != GX_REDOP_COUNT) {
+        int rc = gx_reduce_lookup(a->dtype, a->op, &op->fn);
+        if (rc == GX_OK)
+            rc = gx_reduce3_lookup(a->dtype, a->op, &op->fn3);
+        if (rc != GX_OK) {
+            free(op);
+            return rc;
+        }
+    }
+    op->algo = coll_choose(comm, a->kind, model_bytes(a));
+    int n = comm->size;
+    if (n > 1) {
+        op->desc_out = (struct coll_desc){
+            .magic = COLL_DESC_MAGIC, .version = COLL_PROTO_VERSION, .coll = (uint8_t)a->kind,
+            .dtype = (uint8_t)a->dtype,
+            .op = a->op == GX_REDOP_COUNT ? 0xff : (uint8_t)a->op, .seq = op->seq,
+            .count = a->count, .root = a->root, .algo = (uint8_t)op->algo,
+        };
+        cs_send(op, (comm->rank + 1) % n, UINT32_MAX, &op->desc_out, sizeof(op->desc_out), -1,
+                -1, -1);
+        op->desc_recv_step = cs_recv(op, (comm->rank + n - 1) % n, UINT32_MAX, &op->desc_in,
+                                     sizeof(op->desc_in), -1, -1, -1);
+    }
+    int rc = build(op);
+    if (rc == GX_OK)
+        rc = op->build_status;
+    if (rc != GX_OK) {
+        enum coll_algo algo = op->algo;
+        op_free(op);
+        return gx_fail(rc, GX_SUB_COLL, "%s: could not build the %s schedule (%s)", fn,
+                       coll_algo_name(algo), gx_strerror(rc));
+    }
+    struct gx_request *req = gx_request_new(comm, coll_kind_name(a->kind), coll_req_step);
+    if (!req) {
+        op_free(op);
+        return gx_fail(GX_ENOMEM, GX_SUB_COLL, "%s: out of memory", fn);
+    }
+    req->seq = op->seq;
+    req->priv = op;
+    req->release = coll_req_release;
+    op->req = req;
+    op->deadline = req->deadline;
+    GX_TRACE(GX_SUB_COLL, "%s #%llu: %s, count %zu, %d steps", coll_kind_name(a->kind),
+             (unsigned long long)op->seq, coll_algo_name(op->algo), a->count, op->nsteps);
+
+    pthread_mutex_lock(&cc->mu);
+    /* Bound the collectives in flight so tags stay unique (coll_proto.h). */
+    while (cc->nactive >= COLL_MAX_OUTSTANDING && gx_ms_left(op->deadline) > 0) {
+        progress_locked(cc);
+        pthread_mutex_unlock(&cc->mu);
+        sched_yield();
+        pthread_mutex_lock(&cc->mu);
+    }
+    op->active = true;
+    if (cc->tail)
+        cc->tail->next = op;
+    else
+        cc->head = op;
+    cc->tail = op;
+    cc->nactive++;
+    progress_locked(cc); /* post the first messages now */
+    pthread_cond_signal(&cc->cond);
+    pthread_mutex_unlock(&cc->mu);
+    *req_out = req;
+    return GX_OK;
+}

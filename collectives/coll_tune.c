@@ -1,0 +1,300 @@
+/*
+ * coll_tune.c - choosing an algorithm: GX_ALGO, the cost model, the chunk
+ * size, and the table `gx-info --tuning` prints.
+ *
+ * Cost model (Hockney): a message of m bytes costs alpha + m * beta; reducing
+ * m bytes costs m * gamma. alpha and beta come from the link class the
+ * algorithm's messages cross: shm when all ranks share a node, else the
+ * network provider (tcp) - the slowest link bounds a ring or a tree. The
+ * defaults below were measured on the development machine (2 cores, shm
+ * rings and loopback tcp); a pipelined algorithm with k chunks over h hops
+ * costs (h + k - 1) chunk times. Every rank evaluates the same model from
+ * the same facts (rank count, node count, size, GX_ALGO), so all ranks pick
+ * the same algorithm; the choice travels in the mismatch descriptor, so a
+ * rank with a different GX_ALGO fails with GX_EMISMATCH instead of hanging.
+ */
+#include <pthread.h>
+#include <string.h>
+#include <strings.h>
+
+#include "collectives/coll.h"
+#include "collectives/comm_internal.h"
+#include "common/log.h"
+#include "common/param.h"
+
+GX_PARAM_DEFINE(gx_param_algo, "GX_ALGO", GX_PARAM_STRING, "auto", NULL,
+                "Force collective algorithms: one of ring|tree|rhd|rd|linear|auto for every "
+                "collective it applies to, or per collective, e.g. "
+                "\"allreduce:ring,broadcast:tree\". Must be the same on every rank. "
+                "gx-info --tuning -n N shows the automatic choice.");
+GX_PARAM_DEFINE(gx_param_coll_chunk, "GX_COLL_CHUNK", GX_PARAM_SIZE, "256K", NULL,
+                "Pipelining chunk of the ring, chain and tree collectives (at most 64 chunks "
+                "per block).");
+
+struct link_cost {
+    const char *name;
+    double alpha;  /* seconds per message */
+    double beta;   /* seconds per byte */
+};
+
+/* Measured with gx-bw / the collectives tests on the development machine. */
+static const struct link_cost link_shm = { "shm", 4e-6, 1.0 / 3.0e9 };
+static const struct link_cost link_tcp = { "tcp", 40e-6, 1.0 / 1.2e9 };
+static const double gamma_reduce = 1.0 / 4.0e9; /* seconds per byte reduced */
+
+#define MAX_CHUNKS 64
+
+static const enum coll_algo applicable[COLL_KIND_COUNT][5] = {
+    [COLL_ALLREDUCE] = { COLL_ALGO_RING, COLL_ALGO_RD, COLL_ALGO_RHD, COLL_ALGO_TREE, 0 },
+    [COLL_BROADCAST] = { COLL_ALGO_TREE, COLL_ALGO_RING, 0 },
+    [COLL_REDUCE] = { COLL_ALGO_TREE, COLL_ALGO_RING, 0 },
+    [COLL_ALLGATHER] = { COLL_ALGO_RING, 0 },
+    [COLL_REDUCE_SCATTER] = { COLL_ALGO_RING, 0 },
+    [COLL_GATHER] = { COLL_ALGO_LINEAR, 0 },
+    [COLL_SCATTER] = { COLL_ALGO_LINEAR, 0 },
+    [COLL_ALLTOALL] = { COLL_ALGO_LINEAR, 0 },
+};
+
+static bool applies(enum coll_kind k, enum coll_algo a)
+{
+    for (int i = 0; i < 5 && applicable[k][i]; i++)
+        if (applicable[k][i] == a)
+            return true;
+    return false;
+}
+
+/* ---- GX_ALGO ---------------------------------------------------------------- */
+
+static enum coll_algo forced[COLL_KIND_COUNT];
+static pthread_once_t forced_once = PTHREAD_ONCE_INIT;
+
+static int algo_by_name(const char *s, size_t len)
+{
+    for (int a = 0; a < COLL_ALGO_COUNT; a++)
+        if (strlen(coll_algo_name((enum coll_algo)a)) == len &&
+            strncasecmp(s, coll_algo_name((enum coll_algo)a), len) == 0)
+            return a;
+    return -1;
+}
+
+static int kind_by_name(const char *s, size_t len)
+{
+    for (int k = 0; k < COLL_KIND_COUNT; k++)
+        if (strlen(coll_kind_name((enum coll_kind)k)) == len &&
+            strncasecmp(s, coll_kind_name((enum coll_kind)k), len) == 0)
+            return k;
+    return -1;
+}
+
+static void parse_forced(void)
+{
+    const char *text = gx_param_text(&gx_param_algo);
+    for (const char *p = text; *p;) {
+        size_t len = strcspn(p, ",");
+        const char *colon = memchr(p, ':', len);
+        int kind = -1, algo;
+        if (colon) {
+            kind = kind_by_name(p, (size_t)(colon - p));
+            algo = algo_by_name(colon + 1, len - (size_t)(colon - p) - 1);
+        } else {
+            algo = algo_by_name(p, len);
+        }
+        if (algo < 0 || (colon && kind < 0)) {
+            GX_WARN(GX_SUB_COLL, "GX_ALGO: ignoring '%.*s' (expected ALGO or COLLECTIVE:ALGO "
+                    "with ALGO one of auto|ring|tree|rhd|rd|linear)", (int)len, p);
+        } else {
+            for (int k = 0; k < COLL_KIND_COUNT; k++) {
+                if (kind >= 0 && k != kind)
+                    continue;
+                if (algo == COLL_ALGO_AUTO || applies((enum coll_kind)k, (enum coll_algo)algo))
+                    forced[k] = (enum coll_algo)algo;
+                else if (kind >= 0)
+                    GX_WARN(GX_SUB_COLL, "GX_ALGO: %s has no %s algorithm; using auto",
+                            coll_kind_name((enum coll_kind)k),
+                            coll_algo_name((enum coll_algo)algo));
+            }
+        }
+        p += len;
+        if (*p == ',')
+            p++;
+    }
+}
+
+/* ---- model ------------------------------------------------------------------ */
+
+int coll_chunks(size_t bytes)
+{
+    size_t chunk = 256 << 10;
+    (void)gx_param_size(&gx_param_coll_chunk, &chunk);
+    if (chunk < 4096)
+        chunk = 4096;
+    size_t k = (bytes + chunk - 1) / chunk;
+    return k < 1 ? 1 : k > MAX_CHUNKS ? MAX_CHUNKS : (int)k;
+}
+
+static double log2i(int n)
+{
+    int l = 0;
+    while ((1 << l) < n)
+        l++;
+    return l;
+}
+
+/* Pipelined: `hops` sequential transfers of `bytes` cut into chunks, each
+ * chunk also reduced `red` times per hop. */
+static double pipelined(const struct link_cost *l, double hops, size_t bytes, double red)
+{
+    double k = coll_chunks(bytes);
+    double chunk = (double)bytes / k;
+    return (hops + k - 1) * (l->alpha + chunk * (l->beta + red * gamma_reduce));
+}
+
+double coll_predict(enum coll_kind kind, enum coll_algo algo, size_t bytes, int n, int nodes)
+{
+    if (!applies(kind, algo))
+        return -1;
+    if (n <= 1)
+        return 0;
+    const struct link_cost *l = nodes > 1 ? &link_tcp : &link_shm;
+    double S = (double)bytes, a = l->alpha, b = l->beta, g = gamma_reduce;
+    int p = coll_pof2(n);
+    double L = log2i(p), fold = p != n ? 1 : 0, lg = log2i(n);
+    switch (kind) {
+    case COLL_ALLREDUCE:
+        switch (algo) {
+        case COLL_ALGO_RING:
+            return 2 * pipelined(l, n - 1, bytes / (size_t)n, 0.5);
+        case COLL_ALGO_RD:
+            return (L + 2 * fold) * (a + S * b) + (L + fold) * S * g;
+        case COLL_ALGO_RHD:
+            return 2 * L * a + 2 * (p - 1) / (double)p * S * b + (p - 1) / (double)p * S * g +
+                   fold * (2 * (a + S * b) + S * g);
+        case COLL_ALGO_TREE:
+            /* reduce then broadcast; a node sends/receives once per child */
+            return 2 * pipelined(l, lg, bytes, 0.5) + (lg - 1) * S * (b + g);
+        default:
+            return -1;
+        }
+    case COLL_BROADCAST:
+        if (algo == COLL_ALGO_RING)
+            return pipelined(l, n - 1, bytes, 0);
+        return pipelined(l, lg, bytes, 0) + (lg - 1) * S * b;
+    case COLL_REDUCE:
+        if (algo == COLL_ALGO_RING)
+            return pipelined(l, n - 1, bytes, 1);
+        return pipelined(l, lg, bytes, 1) + (lg - 1) * S * (b + g);
+    case COLL_ALLGATHER:
+        return (n - 1) * (a + S * b);
+    case COLL_REDUCE_SCATTER:
+        return (n - 1) * (a + S * (b + g));
+    case COLL_GATHER:
+    case COLL_SCATTER:
+    case COLL_ALLTOALL:
+        return a + (n - 1) * S * b;
+    default:
+        return -1;
+    }
+}
+
+static enum coll_algo choose(enum coll_kind kind, size_t bytes, int n, int nodes, bool *forced_out)
+{
+    pthread_once(&forced_once, parse_forced);
+    *forced_out = forced[kind] != COLL_ALGO_AUTO;
+    if (*forced_out)
+        return forced[kind];
+    enum coll_algo best = applicable[kind][0];
+    double best_t = coll_predict(kind, best, bytes, n, nodes);
+    for (int i = 1; i < 5 && applicable[kind][i]; i++) {
+        double t = coll_predict(kind, applicable[kind][i], bytes, n, nodes);
+        if (t >= 0 && t < best_t) {
+            best_t = t;
+            best = applicable[kind][i];
+        }
+    }
+    return best;
+}
+
+enum coll_algo coll_choose(const struct gx_comm *comm, enum coll_kind kind, size_t bytes)
+{
+    bool f;
+    return choose(kind, bytes, comm->size, comm->node_count, &f);
+}
+
+/* ---- gx-info --tuning ------------------------------------------------------ */
+
+static void fmt_time(char *buf, size_t len, double s)
+{
+    if (s < 0)
+        snprintf(buf, len, "-");
+    else if (s < 1e-3)
+        snprintf(buf, len, "%.1fus", s * 1e6);
+    else if (s < 1)
+        snprintf(buf, len, "%.2fms", s * 1e3);
+    else
+        snprintf(buf, len, "%.2fs", s);
+}
+
+static void fmt_size(char *buf, size_t len, size_t b)
+{
+    if (b >= (1u << 30))
+        snprintf(buf, len, "%zuG", b >> 30);
+    else if (b >= (1u << 20))
+        snprintf(buf, len, "%zuM", b >> 20);
+    else if (b >= 1024)
+        snprintf(buf, len, "%zuK", b >> 10);
+    else
+        snprintf(buf, len, "%zu", b);
+}
+
+int gx_coll_tuning_print(FILE *f, int nranks, int nnodes)
+{
+    if (nranks < 1 || nnodes < 1 || nnodes > nranks)
+        return gx_fail(GX_EINVAL, GX_SUB_COLL, "tuning: need 1 <= nodes (%d) <= ranks (%d)",
+                       nnodes, nranks);
+    const struct link_cost *l = nnodes > 1 ? &link_tcp : &link_shm;
+    fprintf(f, "collective algorithms for %d rank(s) on %d node(s)\n", nranks, nnodes);
+    fprintf(f, "cost model: link %s alpha %.1f us, %.2f GB/s; reduction %.2f GB/s; "
+            "pipelining chunk GX_COLL_CHUNK=%s\n", l->name, l->alpha * 1e6, 1e-9 / l->beta,
+            1e-9 / gamma_reduce, gx_param_text(&gx_param_coll_chunk));
+    fprintf(f, "GX_ALGO=%s\n\n", gx_param_text(&gx_param_algo));
+    fprintf(f, "all_reduce (predicted time per algorithm; * = chosen)\n");
+    fprintf(f, "%10s %11s %11s %11s %11s   %s\n", "bytes", "ring", "rd", "rhd", "tree",
+            "choice");
+    static const enum coll_algo ar[4] = { COLL_ALGO_RING, COLL_ALGO_RD, COLL_ALGO_RHD,
+                                          COLL_ALGO_TREE };
+    for (size_t b = 4; b <= ((size_t)1 << 30); b *= 4) {
+        bool forced_flag;
+        enum coll_algo c = choose(COLL_ALLREDUCE, b, nranks, nnodes, &forced_flag);
+        char sz[16];
+        fmt_size(sz, sizeof(sz), b);
+        fprintf(f, "%10s", sz);
+        for (int i = 0; i < 4; i++) {
+            char t[24], cell[32];
+            fmt_time(t, sizeof(t), coll_predict(COLL_ALLREDUCE, ar[i], b, nranks, nnodes));
+            snprintf(cell, sizeof(cell), "%s%s", t, c == ar[i] ? "*" : "");
+            fprintf(f, " %11s", cell);
+        }
+        fprintf(f, "   %s%s\n", coll_algo_name(c), forced_flag ? " (GX_ALGO)" : "");
+    }
+    fprintf(f, "\nother collectives (chosen algorithm and predicted time; bytes per rank's "
+            "block for allgather, reduce_scatter, gather, scatter, alltoall)\n");
+    fprintf(f, "%10s", "bytes");
+    for (int k = 1; k < COLL_KIND_COUNT; k++)
+        fprintf(f, " %18s", coll_kind_name((enum coll_kind)k));
+    fprintf(f, "\n");
+    for (size_t b = 4; b <= ((size_t)1 << 30); b *= 16) {
+        char sz[16];
+        fmt_size(sz, sizeof(sz), b);
+        fprintf(f, "%10s", sz);
+        for (int k = 1; k < COLL_KIND_COUNT; k++) {
+            bool forced_flag;
+            enum coll_algo c = choose((enum coll_kind)k, b, nranks, nnodes, &forced_flag);
+            char t[24], cell[40];
+            fmt_time(t, sizeof(t), coll_predict((enum coll_kind)k, c, b, nranks, nnodes));
+            snprintf(cell, sizeof(cell), "%s %s", coll_algo_name(c), t);
+            fprintf(f, " %18s", cell);
+        }
+        fprintf(f, "\n");
+    }
+    return GX_OK;
+}
