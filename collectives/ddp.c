@@ -22,6 +22,12 @@ GX_PARAM_DEFINE(gx_param_ddp_bucket_cap, "GX_DDP_BUCKET_CAP", GX_PARAM_SIZE, "25
 GX_PARAM_DEFINE(gx_param_ddp_first_bucket, "GX_DDP_FIRST_BUCKET", GX_PARAM_SIZE, "1M", NULL,
                 "DDP: cap of the first bucket when the config leaves first_bucket_bytes at 0");
 
+/* Read by the Python bindings (python/gx_torch), declared here so the
+ * registry knows it. */
+GX_PARAM_DEFINE(gx_param_library, "GX_LIBRARY", GX_PARAM_STRING, "", NULL,
+                "python/gx_torch: path of the libgx.so to load (default: libgx.so.0 from the "
+                "loader's search path); not read by libgx itself");
+
 #define DDP_MAGIC 0x67786464705f7631ull /* "gxddp_v1" */
 
 /* What every rank must agree on, as plain integers. */
