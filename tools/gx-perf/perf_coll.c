@@ -189,14 +189,14 @@ static const struct perf_coll colls[] = {
     { "reduce_scatter", "reducescatter", PERF_COLL_HAS_OP | PERF_COLL_INPLACE,
       counts_scatter_like, factor_spread, elems_times_n, call_reduce_scatter,
       source_reduce_scatter },
-    /* gx.h defines no in-place form for the next three (it rejects the
-     * overlap), so their in-place columns read N/A. */
-    { "alltoall", "all_to_all", 0, counts_alltoall, factor_spread, elems_times_n,
-      call_alltoall, source_alltoall },
-    { "gather", "gather", PERF_COLL_HAS_ROOT, counts_gather_like, factor_spread, elems_times_n,
-      call_gather, source_gather },
-    { "scatter", "scatter", PERF_COLL_HAS_ROOT, counts_scatter_like, factor_spread,
-      elems_times_n, call_scatter, source_scatter },
+    /* In place as nccl-tests runs them (send == recv; gather: send at block
+     * rank of recv; scatter: recv at block rank of send), which gx accepts. */
+    { "alltoall", "all_to_all", PERF_COLL_INPLACE, counts_alltoall, factor_spread,
+      elems_times_n, call_alltoall, source_alltoall },
+    { "gather", "gather", PERF_COLL_HAS_ROOT | PERF_COLL_INPLACE, counts_gather_like,
+      factor_spread, elems_times_n, call_gather, source_gather },
+    { "scatter", "scatter", PERF_COLL_HAS_ROOT | PERF_COLL_INPLACE, counts_scatter_like,
+      factor_spread, elems_times_n, call_scatter, source_scatter },
 };
 
 const struct perf_coll *perf_coll_find(const char *name)

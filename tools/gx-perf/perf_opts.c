@@ -228,7 +228,7 @@ int perf_opts_parse(int argc, char **argv, const struct perf_coll *prog_coll, in
         case 'e': rc = parse_size(&p, "-e/--maxbytes", optarg, &o->max_bytes); break;
         case 'i': rc = parse_size(&p, "-i/--stepbytes", optarg, &o->step_bytes); break;
         case 'f': {
-            int v;
+            int v = 1;
             rc = parse_int(&p, "-f/--stepfactor", optarg, 1, 1 << 20, &v);
             o->step_factor = (size_t)v;
             break;
