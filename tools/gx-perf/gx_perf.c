@@ -312,6 +312,23 @@ static void gather_rank_info(struct perf_ctx *x, struct perf_rank_info *all)
                                  .node = gx_comm_node_index(x->comm) };
     if (gethostname(me.host, sizeof(me.host) - 1) != 0)
         snprintf(me.host, sizeof(me.host), "?");
+    /* Which providers carry this rank's traffic: the figures mean little
+     * without it (shm inside a node, tcp between, or GX_PROVIDER's). */
+    for (int peer = 0; peer < x->nranks; peer++) {
+        const char *name = peer == x->rank ? NULL : gx_comm_peer_provider(x->comm, peer);
+        size_t len = strlen(me.providers), nlen = name ? strlen(name) : 0;
+        if (!name || len + nlen + 2 > sizeof(me.providers))
+            continue;
+        char padded[sizeof(me.providers) + 2];
+        snprintf(padded, sizeof(padded), ",%s,", me.providers);
+        char want[40];
+        snprintf(want, sizeof(want), ",%s,", name);
+        if (strstr(padded, want))
+            continue;
+        snprintf(me.providers + len, sizeof(me.providers) - len, "%s%s", len ? "," : "", name);
+    }
+    if (!me.providers[0])
+        snprintf(me.providers, sizeof(me.providers), "-");
     to_rank0(x, &me, all, sizeof(me));
 }
 

@@ -69,6 +69,8 @@ void perf_report_begin(FILE *f, const struct perf_opts *o, int nranks, int nnode
             fprintf(f, "%s{\"rank\": %d, \"pid\": %d, \"node\": %d, \"host\": ", r ? ", " : "",
                     ranks[r].rank, ranks[r].pid, ranks[r].node);
             json_string(f, ranks[r].host);
+            fprintf(f, ", \"providers\": ");
+            json_string(f, ranks[r].providers);
             fputc('}', f);
         }
         fprintf(f, "],\n  \"results\": [");
@@ -83,8 +85,8 @@ void perf_report_begin(FILE *f, const struct perf_opts *o, int nranks, int nnode
             o->blocking);
     fprintf(f, "#\n# Using ranks (gx %s)\n", gx_version());
     for (int r = 0; r < nranks; r++)
-        fprintf(f, "#  Rank %2d Pid %6d on %10s node %2d\n", ranks[r].rank, ranks[r].pid,
-                ranks[r].host, ranks[r].node);
+        fprintf(f, "#  Rank %2d Pid %6d on %10s node %2d peers over %s\n", ranks[r].rank,
+                ranks[r].pid, ranks[r].host, ranks[r].node, ranks[r].providers);
     fprintf(f, "#\n");
     fprintf(f, "# %10s  %12s  %8s  %6s  %6s           out-of-place                       "
             "in-place          \n", "", "", "", "", "");

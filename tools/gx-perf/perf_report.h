@@ -18,6 +18,7 @@ struct perf_rank_info {
     int pid;
     int node;
     char host[64];
+    char providers[32]; /* providers reaching this rank's peers, "shm,tcp" */
 };
 
 struct perf_result {
