@@ -226,6 +226,8 @@ void ddp_progress_stop(struct gx_ddp *ddp)
 
 void ddp_iteration_reset(struct gx_ddp *ddp)
 {
+    /* Both locks: the progress thread reads the bucket flags under gx_lock. */
+    pthread_mutex_lock(&ddp->gx_lock);
     pthread_mutex_lock(&ddp->lock);
     for (size_t i = 0; i < ddp->nparams; i++) {
         atomic_store(&ddp->params[i].state, DDP_PENDING);
@@ -245,6 +247,7 @@ void ddp_iteration_reset(struct gx_ddp *ddp)
     ddp->iter_status = GX_OK;
     ddp->iter_msg[0] = '\0';
     pthread_mutex_unlock(&ddp->lock);
+    pthread_mutex_unlock(&ddp->gx_lock);
 }
 
 /* ---- the public calls ----------------------------------------------------- */

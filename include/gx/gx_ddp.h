@@ -46,8 +46,10 @@
  * Threads: gx_ddp_grad_ready() may be called from any thread, concurrently.
  * The other calls must not run concurrently with each other for the same
  * scheduler. The scheduler runs one progress thread that drives its
- * requests; while a scheduler exists, the program must not call gx on the
- * same communicator from other threads (use a gx_comm_split() copy for that).
+ * requests. During an iteration (from the first gx_ddp_grad_ready to the
+ * return of gx_ddp_finish) the scheduler's threads use the communicator and
+ * the program must not; between iterations it may (e.g. to sum the loss).
+ * For concurrent use, give the program a gx_comm_split() copy.
  */
 #ifndef GX_GX_DDP_H
 #define GX_GX_DDP_H
@@ -191,8 +193,8 @@ struct gx_ddp_comm_hook {
     size_t size;            /**< sizeof(struct gx_ddp_comm_hook) */
     const char *name;       /**< for messages and the cross-rank check */
     /** Start the bucket's communication on `comm`: *req = a request (or NULL
-     *  when already done). Runs on the thread that completed the bucket or on
-     *  the progress thread. */
+     *  when already done). Runs on the thread that completed the bucket, the
+     *  progress thread or the one in gx_ddp_finish, one call at a time. */
     int (*start)(void *state, struct gx_comm *comm, struct gx_ddp_bucket *bucket,
                  struct gx_request **req);
     /** After the request completed successfully; may be NULL. */
