@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "check.h"
 #include "collectives/half.h"
@@ -300,7 +301,11 @@ static void run_case(const struct type_info *t, const char *variant, gx_reduce_f
     CHECK(guard_ok(bufs[0], off * es) && guard_ok((uint8_t *)io + count * es, (2 - off) * es),
           "%s%s %s n=%zu: wrote outside inout", t->name, variant, gx_redop_name(op), count);
 
-    /* Three-operand: out at `off`, a at 0, b at `off`; inputs stay intact. */
+    /* Three-operand: out at `off`, a at 0, b at `off`; inputs stay intact.
+     * The loop body is the two-operand one's; at the big count only sum runs
+     * it, to keep the test inside its time limit under sanitizers. */
+    if (count > 100000 && op != GX_SUM)
+        return;
     char *out = (char *)bufs[2] + off * es, *a = bufs[0], *b = (char *)bufs[1] + off * es;
     for (int j = 0; j < 3; j++)
         memset(bufs[j], GUARD, bytes);
@@ -366,8 +371,8 @@ static void test_matrix(void)
                 }
                 for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++) {
                     for (size_t off = 0; off < 2; off++) {
-                        if (counts[ci] > 100000 && off == 0)
-                            continue; /* the big count once, misaligned */
+                        if (counts[ci] > 100000 && (off == 0 || k))
+                            continue; /* the big count once, misaligned, looked up */
                         run_case(t, vname, fn, fn3, divide, op, counts[ci], off, a_ref,
                                  b_ref, bufs);
                     }
@@ -587,9 +592,16 @@ int main(void)
     printf("test_reduce: f16 kernels %s, bf16 kernels %s\n",
            gx_reduce_cpu_has_f16c() ? "F16C" : "portable",
            gx_reduce_cpu_has_avx2() ? "AVX2" : "portable");
+    struct timespec t0, t1, t2;
     test_args();
     test_minmax_rules();
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     test_conversions();
+    clock_gettime(CLOCK_MONOTONIC, &t1);
     test_matrix();
+    clock_gettime(CLOCK_MONOTONIC, &t2);
+    printf("test_reduce: conversions %.1f s, kernel matrix %.1f s\n",
+           (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9,
+           (double)(t2.tv_sec - t1.tv_sec) + (t2.tv_nsec - t1.tv_nsec) / 1e9);
     CHECK_DONE("test_reduce");
 }
