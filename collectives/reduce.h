@@ -54,8 +54,9 @@ typedef void (*gx_reduce3_fn)(void *out, const void *a, const void *b, size_t co
  * The two-operand kernel for (dtype, op). GX_AVG yields the sum kernel. On
  * success *fn is set and GX_OK returned; an invalid dtype or op, or a NULL
  * fn, returns GX_EINVAL with a message naming the argument (*fn untouched).
- * The best kernel for this CPU is chosen (F16C for f16 on x86_64 when
- * present); the result may be cached by the caller.
+ * The best kernel for this CPU is chosen (on x86_64: AVX2 clones of the
+ * integer/f32/f64 loops, F16C for f16, AVX2 for bf16, when present); the
+ * result may be cached by the caller.
  */
 int gx_reduce_lookup(enum gx_datatype dtype, enum gx_redop op, gx_reduce_fn *fn);
 
