@@ -88,7 +88,10 @@ test)
     [ $quick -eq 1 ] && exit 0
     say "ASan + UBSan build and run"
     BUILD_DIR=$BUILD_DIR-asan configure_and_build -DGX_BUILD_TESTS=ON -DGX_SANITIZE_ADDRESS=ON
-    UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1} \
+    # HWLOC_COMPONENTS=-pci: hwloc's PCI plugin (libpciaccess) leaks at every
+    # topology load and is unloaded before LeakSanitizer can name it; gx's own
+    # topology tests read XML fixtures and are unaffected.
+    HWLOC_COMPONENTS=-pci UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1} \
         ctest --test-dir "$BUILD_DIR-asan" --output-on-failure -j "$JOBS" --timeout 900 -LE "$ASAN_EXCLUDE"
     say "TSan build and run"
     BUILD_DIR=$BUILD_DIR-tsan configure_and_build -DGX_BUILD_TESTS=ON -DGX_SANITIZE_THREAD=ON

@@ -89,7 +89,8 @@ static int sv_build_swqe(struct sv_qp *qp, const struct ibv_send_wr *wr)
 		w->nsge = 1;
 		w->checked = 1; /* inline data needs no key */
 	} else {
-		memcpy(w->sge, wr->sg_list, (size_t)wr->num_sge * sizeof(*w->sge));
+		if (wr->num_sge) /* zero-length sends may pass a NULL list */
+			memcpy(w->sge, wr->sg_list, (size_t)wr->num_sge * sizeof(*w->sge));
 		w->nsge = (uint32_t)wr->num_sge;
 	}
 	w->npkts = len ? (uint32_t)((len + qp->mtu - 1) / qp->mtu) : 1;
@@ -145,7 +146,8 @@ static int sv_rwqe_fill(struct sv_rwqe *r, const struct ibv_recv_wr *wr, uint32_
 		return EINVAL;
 	r->wr_id = wr->wr_id;
 	r->nsge = (uint32_t)wr->num_sge;
-	memcpy(r->sge, wr->sg_list, (size_t)wr->num_sge * sizeof(*r->sge));
+	if (wr->num_sge) /* a zero-SGE receive (for write-with-imm) may pass NULL */
+		memcpy(r->sge, wr->sg_list, (size_t)wr->num_sge * sizeof(*r->sge));
 	return 0;
 }
 
