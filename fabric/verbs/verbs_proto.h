@@ -11,6 +11,8 @@
 
 #include <stdint.h>
 
+#include "common/auth.h"
+
 #define GX_VERBS_VERSION 1
 #define GX_VERBS_ADDR_MAGIC 0x41425847u /* "GXBA": listener address blob */
 #define GX_VERBS_CONN_MAGIC 0x43425847u /* "GXBC": connection info */
@@ -18,9 +20,8 @@
 #define GX_VERBS_RKEY_MAGIC 0x4b425847u /* "GXBK": packed remote key */
 #define GX_VERBS_MAX_QPS 8
 
-/* Handshake purpose on the side channel. common/auth.h lists 1..4 and 99;
- * this is the next free value (kept here until auth.h's owner adds it). */
-#define GX_VERBS_AUTH_PURPOSE 5
+/* Handshake purpose on the side channel (common/auth.h). */
+#define GX_VERBS_AUTH_PURPOSE GX_AUTH_VERBS_CM
 
 /* Listener address: where the side channel listens. */
 struct gx_verbs_addr {
