@@ -63,8 +63,12 @@ build)
 demo)
     install_packages "${BUILD_PKGS[@]}"
     configure_and_build -DGX_BUILD_TESTS=OFF
-    say "running the demo: 4 local ranks under gx-run"
+    say "running the demo: 4 local ranks under gx-run (gx-demo: barrier, p2p ring, all-reduce)"
     "$BUILD_DIR/bin/gx-run" -n 4 --tag-output --timeout 300 "$BUILD_DIR/bin/gx-demo"
+    if [ -x "$BUILD_DIR/bin/ddp_mlp" ]; then
+        say "training an MLP with gx DDP on 4 ranks, checked against one-process training"
+        "$BUILD_DIR/bin/gx-run" -n 4 --tag-output --timeout 300 "$BUILD_DIR/bin/ddp_mlp"
+    fi
     ;;
 test)
     long=0
