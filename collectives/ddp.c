@@ -68,7 +68,7 @@ static int check_across_ranks(struct gx_ddp *ddp, int local_rc)
     rc = gx_allgather(ddp->comm, mine, all, H_COUNT, GX_UINT64);
     if (rc != GX_OK) {
         rc = gx_fail(rc, GX_SUB_DDP, "gx_ddp_create on rank %d: exchanging the settings "
-                     "failed: %s", ddp->rank, gx_last_error());
+                     "failed: %s", ddp->rank, DDP_PREV_ERROR);
         goto out;
     }
     if (local_rc != GX_OK) {
@@ -101,7 +101,7 @@ static int check_across_ranks(struct gx_ddp *ddp, int local_rc)
     rc = gx_broadcast(ddp->comm, table, table, ddp->nparams * 3, GX_UINT64, 0);
     if (rc != GX_OK) {
         rc = gx_fail(rc, GX_SUB_DDP, "gx_ddp_create on rank %d: broadcast of rank 0's "
-                     "parameter table failed: %s", ddp->rank, gx_last_error());
+                     "parameter table failed: %s", ddp->rank, DDP_PREV_ERROR);
         goto out;
     }
     struct param_check me = { -1, 0, 0, 0 };
@@ -116,7 +116,7 @@ static int check_across_ranks(struct gx_ddp *ddp, int local_rc)
     rc = gx_allgather(ddp->comm, &me, checks, sizeof(me), GX_UINT8);
     if (rc != GX_OK) {
         rc = gx_fail(rc, GX_SUB_DDP, "gx_ddp_create on rank %d: exchanging the parameter "
-                     "check failed: %s", ddp->rank, gx_last_error());
+                     "check failed: %s", ddp->rank, DDP_PREV_ERROR);
         goto out;
     }
     for (int r = 1; r < n; r++) {
@@ -361,7 +361,7 @@ GX_API int gx_ddp_broadcast_params(struct gx_ddp *ddp, int root)
             rc = gx_ibroadcast(ddp->comm, p->data, p->data, p->count, p->dtype, root, &reqs[i]);
         if (rc != GX_OK)
             rc = gx_fail(rc, GX_SUB_DDP, "gx_ddp_broadcast_params: parameter %zu '%s' on rank "
-                         "%d: %s", i, p->name, ddp->rank, gx_last_error());
+                         "%d: %s", i, p->name, ddp->rank, DDP_PREV_ERROR);
     }
     for (size_t j = 0; j < i; j++) {
         if (!reqs[j])
@@ -369,7 +369,7 @@ GX_API int gx_ddp_broadcast_params(struct gx_ddp *ddp, int root)
         int wrc = gx_wait(reqs[j], gx_ms_left(deadline));
         if (wrc != GX_OK && rc == GX_OK)
             rc = gx_fail(wrc, GX_SUB_DDP, "gx_ddp_broadcast_params: parameter %zu '%s' from "
-                         "rank %d: %s", j, ddp->params[j].name, root, gx_last_error());
+                         "rank %d: %s", j, ddp->params[j].name, root, DDP_PREV_ERROR);
         if (wrc != GX_ETIMEOUT)
             gx_request_free(reqs[j]);
         /* a timed-out request is left allocated: it may still write p->data */

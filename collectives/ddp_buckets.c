@@ -274,7 +274,7 @@ int ddp_rebuild(struct gx_ddp *ddp)
     rc = gx_broadcast(ddp->comm, order64, order64, n, GX_UINT64, 0);
     if (rc != GX_OK) {
         rc = gx_fail(rc, GX_SUB_DDP, "ddp '%s': broadcast of rank 0's bucket order failed: %s",
-                     ddp->name, gx_last_error());
+                     ddp->name, DDP_PREV_ERROR);
         goto out;
     }
     for (size_t i = 0; i < n; i++)

@@ -24,6 +24,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "gx/gx.h"
 
@@ -135,6 +136,21 @@ struct gx_ddp {
     struct ddp_timing t;
     struct gx_ddp_stats stats;
 };
+
+/* The last error's text as an argument of gx_fail(), which formats into the
+ * same buffer gx_last_error() returns: copy it first (a compound literal
+ * lives until the end of the enclosing block). */
+#define DDP_PREV_ERROR ddp_copy_error((char[400]){ 0 }, 400)
+static inline const char *ddp_copy_error(char *buf, size_t len)
+{
+    const char *e = gx_last_error();
+    size_t n = strlen(e);
+    if (n >= len)
+        n = len - 1;
+    memcpy(buf, e, n);
+    buf[n] = '\0';
+    return buf;
+}
 
 /* ddp_buckets.c */
 int ddp_assign(const struct ddp_param_shape *shapes, size_t n, const size_t *order,

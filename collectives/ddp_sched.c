@@ -415,7 +415,7 @@ static int wait_communication(struct gx_ddp *ddp, struct gx_request *agree, uint
                 return rc == GX_OK ? GX_OK
                                    : gx_fail(rc, GX_SUB_DDP, "gx_ddp_finish on rank %d: the "
                                              "end-of-iteration exchange failed: %s", ddp->rank,
-                                             gx_last_error());
+                                             DDP_PREV_ERROR);
             if (gx_ms_left(deadline) == 0)
                 break;
             nap(spins++, 50);
@@ -502,7 +502,7 @@ GX_API int gx_ddp_finish(struct gx_ddp *ddp, int timeout_ms)
     pthread_mutex_unlock(&ddp->gx_lock);
     if (rc != GX_OK) {
         rc = gx_fail(rc, GX_SUB_DDP, "gx_ddp_finish on rank %d: cannot start the "
-                     "end-of-iteration exchange: %s", ddp->rank, gx_last_error());
+                     "end-of-iteration exchange: %s", ddp->rank, DDP_PREV_ERROR);
         agree = NULL;
     }
 

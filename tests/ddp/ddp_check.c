@@ -13,6 +13,8 @@
  *   ddp_check broadcast  gx_ddp_broadcast_params from a non-zero root
  *   ddp_check bad        bad input: each error names the parameter or rank on
  *                        every rank, and the next iteration works again
+ *   ddp_check dead       rank 1 dies in the middle of backward: the others'
+ *                        finish fails (peer error or timeout), no hang
  * Seeds are fixed (rank, iteration), so a failure reproduces.
  */
 #include <pthread.h>
@@ -21,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "gx/gx.h"
 
@@ -525,6 +528,30 @@ static void run_bad(void)
     expect_everywhere(rc, bad, GX_EINVAL, "GX_AVG or GX_SUM", "invalid op on one rank");
 }
 
+static void run_dead(void)
+{
+    struct gx_ddp_config cfg = GX_DDP_CONFIG_INIT;
+    cfg.bucket_cap_bytes = 256 << 10;
+    cfg.first_bucket_bytes = 16 << 10;
+    struct gx_ddp *ddp = make_ddp(&cfg);
+    backward(ddp, 0, 1, 0);
+    CHECK(gx_ddp_finish(ddp, 20000) == GX_OK, "first iteration");
+    for (size_t p = NP; p-- > 0;) {
+        if (my_rank == 1 && p == NP / 2)
+            _exit(9); /* dies with some buckets launched */
+        CHECK(gx_ddp_grad_ready(ddp, p, grads[p]) == GX_OK, "grad_ready %zu", p);
+    }
+    int rc = gx_ddp_finish(ddp, 5000);
+    CHECK(rc != GX_OK, "finish succeeded although rank 1 died");
+    printf("PASS rank %d: finish after rank 1 died returned %s: %s\n", my_rank, gx_strerror(rc),
+           gx_last_error());
+    fflush(stdout);
+    gx_comm_abort(comm);
+    gx_ddp_destroy(ddp);
+    gx_comm_destroy(comm);
+    exit(0);
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "order";
@@ -543,6 +570,8 @@ int main(int argc, char **argv)
         run_broadcast();
     else if (!strcmp(mode, "bad"))
         run_bad();
+    else if (!strcmp(mode, "dead"))
+        run_dead();
     else
         CHECK(0, "unknown mode %s", mode);
     CHECK(gx_comm_finalize(comm) == GX_OK, "finalize");
