@@ -19,6 +19,12 @@
 extern const struct gx_fab_provider gx_fab_shm_provider;
 extern const struct gx_fab_provider gx_fab_tcp_provider;
 
+/** Log an endpoint's failure once, the way every provider does: as an error
+ *  (recorded as the thread's last error) when operations were outstanding or
+ *  the cause is not a plain peer close, else at info level. `msg` says why. */
+void gx_fab_log_ep_failure(const char *prov, const char *ep_name, bool busy, int status,
+                           const char *msg);
+
 /** Copy `prov->ops` into `ops`, replacing every NULL with its stub. */
 void gx_fab_fill_ops(struct gx_fab_ops *ops, const struct gx_fab_ops *prov_ops);
 

@@ -242,3 +242,12 @@ void gx_fab_ep_set_name(struct gx_fab_ep *ep, const char *prov, int peer_rank, c
     else
         snprintf(ep->name, sizeof(ep->name), "%s endpoint to %s", prov, where);
 }
+
+void gx_fab_log_ep_failure(const char *prov, const char *ep_name, bool busy, int status,
+                           const char *msg)
+{
+    if (busy || status != GX_EPEER)
+        gx_fail(status, GX_SUB_FABRIC, "%s: %s failed: %s", prov, ep_name, msg);
+    else
+        GX_INFO(GX_SUB_FABRIC, "%s: %s: %s (no operation outstanding)", prov, ep_name, msg);
+}

@@ -102,11 +102,8 @@ static void ep_fail(struct shm_ep *ep, int status, int prov_err, const char *fmt
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    bool busy = ep->tx_post != ep->tx_done || ep->rx_post != ep->rx_done;
-    if (busy || status != GX_EPEER)
-        gx_fail(status, GX_SUB_FABRIC, "shm: %s failed: %s", ep->base.name, msg);
-    else
-        GX_INFO(GX_SUB_FABRIC, "shm: %s: %s (no operation outstanding)", ep->base.name, msg);
+    gx_fab_log_ep_failure("shm", ep->base.name,
+                          ep->tx_post != ep->tx_done || ep->rx_post != ep->rx_done, status, msg);
     ep->state = SHM_ERROR;
     ep->error = status;
     flush_all(ep, status, prov_err);

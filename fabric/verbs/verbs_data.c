@@ -192,11 +192,8 @@ void verbs_ep_fail(struct verbs_ep *ep, int status, int prov_err, enum verbs_fai
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    bool busy = ep->tx_post != ep->tx_done || ep->rx_post != ep->rx_done;
-    if (busy || status != GX_EPEER)
-        gx_fail(status, GX_SUB_FABRIC, "verbs: %s failed: %s", ep->base.name, msg);
-    else
-        GX_INFO(GX_SUB_FABRIC, "verbs: %s: %s (no operation outstanding)", ep->base.name, msg);
+    gx_fab_log_ep_failure("verbs", ep->base.name,
+                          ep->tx_post != ep->tx_done || ep->rx_post != ep->rx_done, status, msg);
     ep->state = VEP_ERROR;
     ep->error = status;
     for (int i = 0; i < ep->nqps; i++)
