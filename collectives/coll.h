@@ -104,6 +104,7 @@ struct coll_op {
     struct coll_step *steps;
     int nsteps, cap;
     int first;              /* first step not done */
+    int recvs_posted;       /* this op's share of the engine's receive budget */
     int build_status;       /* first builder failure (GX_ENOMEM) */
     void *scratch;          /* freed with the op */
 

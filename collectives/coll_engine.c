@@ -50,6 +50,11 @@ GX_PARAM_DEFINE(gx_param_progress, "GX_PROGRESS", GX_PARAM_ENUM, "thread", "thre
 #define STEP_WINDOW 1024          /* steps looked at per pass, from the first not done */
 #define BOOT_POLL_NS 20000000ull  /* how often to look for failures other ranks reported */
 #define ROOT_CAUSE_GRACE_MS 200   /* wait this long for a peer's report after a link error */
+/* Receives posted at once per communicator. Each rendezvous receive that
+ * meets its RTS queues a CTS in the transport, whose queue per peer is
+ * bounded (XP_CTL_QUEUE): stay well below it. Sends are not limited (they
+ * wait in the transport's queue), so a rank never starves its peers. */
+#define RECV_BUDGET 32
 
 struct coll_comm {
     struct gx_comm *comm;
@@ -57,6 +62,7 @@ struct coll_comm {
     pthread_cond_t cond;
     struct coll_op *head, *tail;   /* outstanding collectives in issue order */
     unsigned nactive;
+    int recvs_posted;              /* receives in the transport (RECV_BUDGET) */
     uint64_t seq;                  /* collectives issued (incl. rejected calls) */
     uint64_t next_boot_poll;
     bool use_thread;
@@ -295,6 +301,10 @@ static void comm_step_finished(struct coll_op *op, int i)
 {
     struct coll_step *s = &op->steps[i];
     struct xp_op *x = &s->xop;
+    if (s->kind == CS_RECV) {
+        op->cc->recvs_posted--;
+        op->recvs_posted--;
+    }
     if (x->status == GX_ETRUNCATE) {
         snprintf(op->anomaly, sizeof(op->anomaly), "%s #%llu: rank %d and rank %d disagree on "
                  "a message size (%s): ranks called different collectives or counts",
@@ -331,7 +341,13 @@ static void run_step(struct coll_op *op, struct coll_step *s)
         rc = gx_xport_send(x, &s->xop, s->peer, step_tag(op, s), s->src, s->len);
         break;
     case CS_RECV:
+        if (op->cc->recvs_posted >= RECV_BUDGET)
+            return; /* stays waiting */
         rc = gx_xport_recv(x, &s->xop, s->peer, step_tag(op, s), s->dst, s->len);
+        if (rc == GX_OK) {
+            op->cc->recvs_posted++;
+            op->recvs_posted++;
+        }
         break;
     case CS_REDUCE:
         op->fn(s->dst, s->src, s->len);
@@ -379,6 +395,8 @@ static bool op_pass(struct coll_op *op)
             if (!deps_done(op, s))
                 continue;
             run_step(op, s);
+            if (s->state == STEP_WAITING && op->status == GX_OK)
+                continue; /* out of receive budget */
             changed = true;
         }
         if (s->state == STEP_POSTED && __atomic_load_n(&s->xop.done, __ATOMIC_ACQUIRE)) {
@@ -480,6 +498,8 @@ static void op_unlink(struct coll_comm *cc, struct coll_op *op)
 
 static void op_finish(struct coll_comm *cc, struct coll_op *op)
 {
+    cc->recvs_posted -= op->recvs_posted; /* a failed op's receives died with the transport */
+    op->recvs_posted = 0;
     if (op->status != GX_OK)
         gx_fail(op->status, GX_SUB_COLL, "%s", op->errmsg);
     op_unlink(cc, op);

@@ -162,8 +162,13 @@ double coll_predict(enum coll_kind kind, enum coll_algo algo, size_t bytes, int 
     switch (kind) {
     case COLL_ALLREDUCE:
         switch (algo) {
-        case COLL_ALGO_RING:
-            return 2 * pipelined(l, n - 1, bytes / (size_t)n, 0.5);
+        case COLL_ALGO_RING: {
+            /* 2(n-1) rounds of one block each; chunking overlaps each
+             * round's reduction with the next chunk's transfer, so only
+             * about one round's worth of reduction stays exposed. */
+            double blk = S / n, k = coll_chunks((size_t)blk);
+            return 2 * (n - 1) * (k * a + blk * b) + blk * g * (1 + (n - 2) / k);
+        }
         case COLL_ALGO_RD:
             return (L + 2 * fold) * (a + S * b) + (L + fold) * S * g;
         case COLL_ALGO_RHD:

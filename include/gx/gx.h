@@ -252,11 +252,23 @@ GX_API int gx_request_count(const struct gx_request *req, size_t *count_out);
  *   all_reduce, reduce, broadcast:  sendbuf == recvbuf
  *   all_gather:      sendbuf == (char *)recvbuf + rank * sendcount * size(dtype)
  *   reduce_scatter:  recvbuf == (char *)sendbuf + rank * recvcount * size(dtype)
- * Other overlaps of send and receive buffers are rejected. The non-blocking
+ *   gather (root):   sendbuf == (char *)recvbuf + root * sendcount * size(dtype)
+ *   scatter (root):  recvbuf == (char *)sendbuf + root * recvcount * size(dtype)
+ *   alltoall:        sendbuf == recvbuf (staged through a copy)
+ * Other overlaps of send and receive buffers are rejected. GX_AVG works on
+ * every datatype; on integers it is the wrapped sum divided with C integer
+ * division (as NCCL's ncclAvg). Argument errors (GX_EINVAL, naming the
+ * argument) are detected on the calling rank before any communication; the
+ * call still counts in the sequence of collectives, so peers that went ahead
+ * fail with GX_EMISMATCH rather than pair with a later call. The non-blocking
  * form (gx_i*) returns a request; buffers stay untouched until it completes.
  * Several may be outstanding; they complete correctly in any interleaving
  * when issued in the same order on every rank. The blocking form waits up to
- * GX_TIMEOUT. GX_ALGO forces an algorithm (see gx-info --tuning).
+ * GX_TIMEOUT. GX_ALGO forces an algorithm (see gx-info --tuning). A
+ * progress thread per communicator advances them (GX_PROGRESS=caller: only
+ * gx_test/gx_wait do). A failure other than a caller error (a peer died, a
+ * mismatch, a timeout) fails every outstanding collective and later call on
+ * the communicator with that error (docs/collectives.md).
  * ------------------------------------------------------------------------ */
 
 /** recvbuf[i] = op over ranks of sendbuf[i]; GX_AVG divides the sum by the

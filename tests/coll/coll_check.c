@@ -22,6 +22,8 @@
  *                               others fail naming it within 2 x GX_TIMEOUT
  *   coll_check badinput         caller errors fail locally with GX_EINVAL
  *                               naming the argument; the comm still works
+ *   coll_check bench [BYTES..]  float32 sum all-reduce: median time and
+ *                               bus bandwidth per size (GX_ALGO applies)
  * Integer inputs are exact; float inputs are small integers, so sums and
  * products are exact whatever the order (the random mode covers rounding).
  */
@@ -813,6 +815,44 @@ static void mode_badinput(struct gx_comm *comm)
     CHECK(b[3] == (float)(n - 1 + 3), "broadcast result");
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void mode_bench(struct gx_comm *comm, int argc, char **argv)
+{
+    static const size_t defaults[] = { 4, 4096, 65536, 1 << 20, 16 << 20, 64 << 20 };
+    int nsizes = argc > 0 ? argc : 6;
+    for (int s = 0; s < nsizes; s++) {
+        size_t bytes = argc > 0 ? (size_t)atoll(argv[s]) : defaults[s];
+        size_t count = bytes / 4 ? bytes / 4 : 1;
+        float *in = calloc(count, 4), *out = calloc(count, 4);
+        int iters = bytes <= 65536 ? 30 : bytes <= (1 << 20) ? 40 : 10;
+        double t[200];
+        for (int w = 0; w < 3; w++)
+            CHECK(gx_allreduce(comm, in, out, count, GX_FLOAT32, GX_SUM) == GX_OK, "warm-up");
+        /* Rounds of back-to-back calls (as nccl-tests): a barrier before
+         * each call would add the bootstrap's skew to every sample. */
+        int per = bytes <= 65536 ? 20 : 1;
+        for (int i = 0; i < iters; i++) {
+            gx_barrier(comm);
+            double t0 = now_s();
+            for (int k = 0; k < per; k++)
+                CHECK(gx_allreduce(comm, in, out, count, GX_FLOAT32, GX_SUM) == GX_OK, "bench");
+            t[i] = (now_s() - t0) / per;
+        }
+        qsort(t, (size_t)iters, sizeof(double), cmp_double);
+        double med = t[iters / 2];
+        if (me == 0)
+            printf("%12zu bytes  %10.1f us  busbw %7.3f GB/s\n", count * 4, med * 1e6,
+                   (double)count * 4 / med * 2 * (nranks - 1) / nranks / 1e9);
+        free(in);
+        free(out);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -844,6 +884,8 @@ int main(int argc, char **argv)
         mode_dead(comm);
     else if (!strcmp(mode, "badinput"))
         mode_badinput(comm);
+    else if (!strcmp(mode, "bench"))
+        mode_bench(comm, argc - 2, argv + 2);
     else {
         fprintf(stderr, "unknown mode %s\n", mode);
         return 2;

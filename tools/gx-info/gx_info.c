@@ -5,15 +5,24 @@
  *                    the devices each one finds
  *   gx-info --env    every GX_* variable with its type, default and help
  *   gx-info --json   the first view as JSON
+ *   gx-info --tuning -n N [--nodes M]
+ *                    the collective algorithm chosen per size for N ranks
+ *                    and the cost model's predicted times (coll_tune.c)
  */
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "collectives/coll.h"
 
 #include "common/param.h"
 #include "fabric/fabric.h"
 #include "gx/gx.h"
 #include "gx_build_config.h"
+#if GX_HAVE_VERBS
+#include "fabric/verbs/verbs.h"
+#endif
 
 struct feature {
     const char *name;
@@ -128,28 +137,51 @@ static int print_info(bool json)
         printf("  %-6s %-3s  %s\n", features[i].name, features[i].on ? "on" : "off",
                features[i].reason);
     print_providers(false);
+#if GX_HAVE_VERBS
+    char gdr[2048] = "";
+    if (gx_verbs_gdr_report(gdr, sizeof(gdr)) == GX_OK && gdr[0])
+        printf("\nGPUDirect RDMA:\n%s%s", gdr, gdr[strlen(gdr) - 1] == '\n' ? "" : "\n");
+    else
+        printf("\nGPUDirect RDMA: no RDMA port to use it with\n");
+#endif
     printf("\nrun 'gx-info --env' for every GX_* setting\n");
     return 0;
 }
 
 int main(int argc, char **argv)
 {
-    bool json = false, env = false;
+    bool json = false, env = false, tuning = false;
+    int tune_ranks = 0, tune_nodes = 1;
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0) {
+        if (strcmp(argv[i], "--tuning") == 0) {
+            tuning = true;
+        } else if ((strcmp(argv[i], "-n") == 0 || strcmp(argv[i], "--nodes") == 0) &&
+                   i + 1 < argc) {
+            *(argv[i][1] == 'n' ? &tune_ranks : &tune_nodes) = atoi(argv[i + 1]);
+            i++;
+        } else if (strcmp(argv[i], "--json") == 0) {
             json = true;
         } else if (strcmp(argv[i], "--env") == 0) {
             env = true;
         } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            printf("usage: gx-info [--json] [--env]\n"
+            printf("usage: gx-info [--json] [--env] [--tuning -n N [--nodes M]]\n"
                    "  (no option)  version, features and why each is off, providers, devices\n"
                    "  --json       the same as JSON\n"
-                   "  --env        every GX_* variable: type, default, help, current value\n");
+                   "  --env        every GX_* variable: type, default, help, current value\n"
+                   "  --tuning     collective algorithm per size for N ranks on M nodes, with\n"
+                   "               the cost model's predicted times (honours GX_ALGO)\n");
             return 0;
         } else {
             fprintf(stderr, "gx-info: unknown option '%s' (try --help)\n", argv[i]);
             return 2;
         }
+    }
+    if (tuning) {
+        if (tune_ranks < 1) {
+            fprintf(stderr, "gx-info: --tuning needs -n RANKS (>= 1)\n");
+            return 2;
+        }
+        return gx_coll_tuning_print(stdout, tune_ranks, tune_nodes) == GX_OK ? 0 : 2;
     }
     return env ? print_env() : print_info(json);
 }
