@@ -14,6 +14,7 @@
 #include "common/auth.h"
 #include "common/sock.h"
 #include "fabric/fabric_provider.h"
+#include "fabric/fabric_sock.h"
 #include "fabric/tcp/tcp_proto.h"
 
 struct tcp_domain {
@@ -97,13 +98,6 @@ struct tcp_ep {
     uint64_t rx_post, rx_done;
 };
 
-struct tcp_halfopen {
-    int fd;
-    struct gx_auth_server auth;
-    uint64_t deadline;
-    struct gx_sockaddr from;
-};
-
 struct tcp_group {
     int rank;
     uint64_t token;
@@ -118,8 +112,7 @@ struct tcp_listener {
     struct gx_fab_listener base;
     struct tcp_domain *dom;
     int fd;
-    struct tcp_halfopen *half;
-    int nhalf, half_cap;
+    struct gx_fab_sock_pending half; /* of struct gx_fab_sock_half: in the handshake */
     struct tcp_group *groups;
     int ngroups, groups_cap;
 };

@@ -5,7 +5,6 @@
  * acceptor: a silent or hostile connection never stalls the others, and is
  * dropped with a log line at its deadline.
  */
-#include <errno.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,45 +16,7 @@
 #include "common/log.h"
 #include "fabric/tcp/tcp.h"
 
-/* ---- address blobs ------------------------------------------------------ */
-static void addr_pack(const struct gx_sockaddr *sa, struct gx_fab_addr *out)
-{
-    struct gx_tcp_addr a = { .magic = GX_TCP_ADDR_MAGIC, .version = GX_TCP_VERSION,
-                             .family = (uint16_t)sa->u.sa.sa_family,
-                             .port = (uint16_t)gx_sock_port(sa) };
-    if (sa->u.sa.sa_family == AF_INET)
-        memcpy(a.ip, &sa->u.in4.sin_addr, 4);
-    else
-        memcpy(a.ip, &sa->u.in6.sin6_addr, 16);
-    memset(out, 0, sizeof(*out));
-    out->len = sizeof(a);
-    memcpy(out->bytes, &a, sizeof(a));
-}
-
-static int addr_unpack(const struct gx_fab_addr *in, struct gx_sockaddr *sa)
-{
-    struct gx_tcp_addr a;
-    if (!in || in->len != sizeof(a))
-        return gx_fail(GX_EINVAL, GX_SUB_FABRIC,
-                       "tcp: peer address of %u bytes, expected %zu (an address of another "
-                       "provider?)", in ? in->len : 0, sizeof(a));
-    memcpy(&a, in->bytes, sizeof(a));
-    if (a.magic != GX_TCP_ADDR_MAGIC || a.version != GX_TCP_VERSION ||
-        (a.family != AF_INET && a.family != AF_INET6))
-        return gx_fail(GX_EINVAL, GX_SUB_FABRIC, "tcp: malformed peer address blob");
-    memset(sa, 0, sizeof(*sa));
-    if (a.family == AF_INET) {
-        sa->len = sizeof(struct sockaddr_in);
-        sa->u.in4.sin_family = AF_INET;
-        memcpy(&sa->u.in4.sin_addr, a.ip, 4);
-    } else {
-        sa->len = sizeof(struct sockaddr_in6);
-        sa->u.in6.sin6_family = AF_INET6;
-        memcpy(&sa->u.in6.sin6_addr, a.ip, 16);
-    }
-    gx_sock_set_port(sa, a.port);
-    return GX_OK;
-}
+GX_FAB_SOCK_ADDR_LAYOUT_CHECK(struct gx_tcp_addr);
 
 /* ---- listener ----------------------------------------------------------- */
 int tcp_listen(struct gx_fab_domain *base, struct gx_fab_cq *cq, struct gx_fab_listener **out,
@@ -65,19 +26,16 @@ int tcp_listen(struct gx_fab_domain *base, struct gx_fab_cq *cq, struct gx_fab_l
     struct tcp_listener *l = calloc(1, sizeof(*l));
     if (!l)
         return gx_fail(GX_ENOMEM, GX_SUB_FABRIC, "tcp: out of memory creating a listener");
-    struct gx_sockaddr sa = dom->local;
-    gx_sock_set_port(&sa, 0);
-    if (gx_sock_listen(&sa, 128, &l->fd) != GX_OK) {
-        char a[64];
-        int err = errno;
+    int rc = gx_fab_sock_listen("tcp", &dom->local, dom->ifname, GX_TCP_ADDR_MAGIC,
+                                GX_TCP_VERSION, &l->fd, addr_out);
+    if (rc != GX_OK) {
         free(l);
-        return gx_fail(GX_ESYSTEM, GX_SUB_FABRIC, "tcp: cannot listen on %s (%s): %s",
-                       gx_sock_addr_str(&sa, a, sizeof(a)), dom->ifname, strerror(err));
+        return rc;
     }
+    gx_fab_sock_pending_init(&l->half, sizeof(struct gx_fab_sock_half));
     l->base.dom = base;
     l->base.cq = cq;
     l->dom = dom;
-    addr_pack(&sa, addr_out);
     *out = &l->base;
     return GX_OK;
 }
@@ -86,39 +44,26 @@ void tcp_listener_close(struct gx_fab_listener *base)
 {
     struct tcp_listener *l = (struct tcp_listener *)base;
     close(l->fd);
-    for (int i = 0; i < l->nhalf; i++)
-        close(l->half[i].fd);
+    for (int i = 0; i < l->half.n; i++)
+        close(gx_fab_sock_pending_at(&l->half, i)->fd);
     for (int i = 0; i < l->ngroups; i++)
         for (int j = 0; j < l->groups[i].nstreams; j++)
             if (l->groups[i].fds[j] >= 0)
                 close(l->groups[i].fds[j]);
-    free(l->half);
+    gx_fab_sock_pending_free(&l->half);
     free(l->groups);
     free(l);
-}
-
-static int grow(void **arr, int *cap, int n, size_t elem)
-{
-    if (n < *cap)
-        return GX_OK;
-    int ncap = *cap ? *cap * 2 : 8;
-    void *p = realloc(*arr, (size_t)ncap * elem);
-    if (!p)
-        return gx_fail(GX_ENOMEM, GX_SUB_FABRIC, "tcp: out of memory accepting");
-    *arr = p;
-    *cap = ncap;
-    return GX_OK;
 }
 
 static void drop_half(struct tcp_listener *l, int i, bool close_fd)
 {
     if (close_fd)
-        close(l->half[i].fd);
-    l->half[i] = l->half[--l->nhalf];
+        close(gx_fab_sock_pending_at(&l->half, i)->fd);
+    gx_fab_sock_pending_remove(&l->half, i);
 }
 
 /* An authenticated stream: file it into its connection's group. */
-static void file_stream(struct tcp_listener *l, const struct tcp_halfopen *h)
+static void file_stream(struct tcp_listener *l, const struct gx_fab_sock_half *h)
 {
     char a[64];
     uint64_t id = h->auth.hello.conn_id;
@@ -136,7 +81,8 @@ static void file_stream(struct tcp_listener *l, const struct tcp_halfopen *h)
         if (l->groups[i].rank == rank && l->groups[i].token == token)
             g = &l->groups[i];
     if (!g) {
-        if (grow((void **)&l->groups, &l->groups_cap, l->ngroups, sizeof(*g)) != GX_OK) {
+        if (gx_fab_sock_grow("tcp", (void **)&l->groups, &l->groups_cap, l->ngroups,
+                             sizeof(*g)) != GX_OK) {
             close(h->fd);
             return;
         }
@@ -183,37 +129,16 @@ static int make_accepted_ep(struct tcp_listener *l, struct tcp_group *g, struct 
 int tcp_accept(struct gx_fab_listener *base, struct gx_fab_ep **out)
 {
     struct tcp_listener *l = (struct tcp_listener *)base;
-    char a[64];
     /* 1. New sockets: send the challenge. */
-    for (;;) {
-        struct tcp_halfopen h = { .fd = -1 };
-        int rc = gx_sock_accept(l->fd, &h.fd, &h.from);
-        if (rc == GX_ETIMEOUT)
-            break;
-        if (rc != GX_OK)
-            return gx_fail(GX_ESYSTEM, GX_SUB_FABRIC, "tcp: accept failed: %m");
-        if (grow((void **)&l->half, &l->half_cap, l->nhalf, sizeof(h)) != GX_OK) {
-            close(h.fd);
-            return GX_ENOMEM;
-        }
-        h.deadline = gx_deadline_after_ms(gx_fab_connect_timeout_ms());
-        if (gx_auth_server_start(&h.auth, h.fd, &l->dom->key) != GX_OK) {
-            close(h.fd);
-            continue;
-        }
-        l->half[l->nhalf++] = h;
-    }
-    /* 2. Handshakes in progress. The auth state holds a pointer to the key,
-     *    and entries move in the array, so fix the fd up before each call. */
-    for (int i = 0; i < l->nhalf;) {
-        struct tcp_halfopen *h = &l->half[i];
-        h->auth.fd = h->fd;
-        int rc = gx_auth_server_progress(&h->auth);
+    int rc = gx_fab_sock_accept_new("tcp", l->fd, &l->dom->key, &l->half);
+    if (rc != GX_OK)
+        return rc;
+    /* 2. Handshakes in progress. */
+    for (int i = 0; i < l->half.n;) {
+        struct gx_fab_sock_half *h = gx_fab_sock_pending_at(&l->half, i);
+        rc = gx_fab_sock_half_auth("tcp", h, &l->dom->key, GX_AUTH_TCP_DATA, "tcp data stream");
         if (rc == GX_INPROGRESS) {
-            if (gx_now_ns() > h->deadline) {
-                GX_WARN(GX_SUB_FABRIC, "tcp: dropped connection from %s: no handshake within "
-                        "%d ms", gx_sock_addr_str(&h->from, a, sizeof(a)),
-                        gx_fab_connect_timeout_ms());
+            if (gx_fab_sock_half_expired("tcp", h, "no handshake")) {
                 drop_half(l, i, true);
                 continue;
             }
@@ -221,30 +146,18 @@ int tcp_accept(struct gx_fab_listener *base, struct gx_fab_ep **out)
             continue;
         }
         if (rc == GX_OK) {
-            if (h->auth.hello.purpose != GX_AUTH_TCP_DATA) {
-                GX_WARN(GX_SUB_FABRIC, "tcp: dropped connection from %s: handshake purpose %u "
-                        "is not a tcp data stream", gx_sock_addr_str(&h->from, a, sizeof(a)),
-                        h->auth.hello.purpose);
-                drop_half(l, i, true);
-                continue;
-            }
-            struct tcp_halfopen done = *h;
+            struct gx_fab_sock_half done = *h;
             drop_half(l, i, false);
             file_stream(l, &done);
             continue;
         }
-        GX_WARN(GX_SUB_FABRIC, "tcp: rejected connection from %s: %s", 
-                gx_sock_addr_str(&h->from, a, sizeof(a)),
-                rc == GX_EAUTH    ? "wrong job key (is it another job, or is GX_JOB_KEY unset?)"
-                : rc == GX_EPROTO ? "not a gx peer or another handshake version"
-                                  : "it closed during the handshake");
         drop_half(l, i, true);
     }
     /* 3. A complete group becomes an endpoint; stale partial ones are dropped. */
     for (int i = 0; i < l->ngroups; i++) {
         struct tcp_group *g = &l->groups[i];
         if (g->have == g->nstreams) {
-            int rc = make_accepted_ep(l, g, out);
+            rc = make_accepted_ep(l, g, out);
             l->groups[i] = l->groups[--l->ngroups];
             return rc;
         }
@@ -263,19 +176,9 @@ int tcp_accept(struct gx_fab_listener *base, struct gx_fab_ep **out)
 /* ---- connector ---------------------------------------------------------- */
 static int stream_start_connect(struct tcp_ep *ep, struct tcp_stream *s)
 {
-    s->fd = socket(ep->peer.u.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (s->fd < 0)
-        return gx_fail(GX_ESYSTEM, GX_SUB_FABRIC, "tcp: socket() failed: %m");
-    gx_sock_set_nodelay(s->fd);
-    if (connect(s->fd, &ep->peer.u.sa, ep->peer.len) != 0 && errno != EINPROGRESS) {
-        int err = errno;
-        close(s->fd);
-        s->fd = -1;
-        if (err == ECONNREFUSED || err == EAGAIN)
-            return GX_INPROGRESS; /* retried until the deadline */
-        return gx_fail(GX_ECONNECT, GX_SUB_FABRIC, "tcp: connect to %s failed: %s", ep->base.name,
-                       strerror(err));
-    }
+    int rc = gx_fab_sock_connect_start("tcp", &ep->peer, ep->base.name, &s->fd);
+    if (rc != GX_OK)
+        return rc; /* GX_INPROGRESS: refused, retried until the deadline */
     s->stage = STAGE_TCP;
     return GX_OK;
 }
@@ -288,7 +191,7 @@ int tcp_connect(struct gx_fab_domain *base, struct gx_fab_cq *cq, const struct g
     if (!param)
         param = &def;
     struct gx_sockaddr sa;
-    int rc = addr_unpack(peer, &sa);
+    int rc = gx_fab_sock_addr_unpack("tcp", peer, GX_TCP_ADDR_MAGIC, GX_TCP_VERSION, &sa);
     if (rc != GX_OK)
         return rc;
     struct tcp_ep *ep;
@@ -299,8 +202,7 @@ int tcp_connect(struct gx_fab_domain *base, struct gx_fab_cq *cq, const struct g
     ep->base.peer_rank = param->peer_rank;
     char a[64];
     gx_fab_ep_set_name(&ep->base, "tcp", param->peer_rank, gx_sock_addr_str(&sa, a, sizeof(a)));
-    ep->deadline = gx_deadline_after_ms(param->timeout_ms > 0 ? param->timeout_ms
-                                                              : gx_fab_connect_timeout_ms());
+    ep->deadline = gx_fab_sock_connect_deadline(param);
     if (gx_random_bytes(&ep->token, sizeof(ep->token)) != GX_OK)
         ep->token = gx_now_ns();
     ep->token &= (1ull << 48) - 1;
@@ -328,24 +230,16 @@ static int stream_establish(struct tcp_ep *ep, int idx)
         if (s->fd < 0)
             return GX_INPROGRESS;
     }
-    struct pollfd pfd = { .fd = s->fd, .events = s->stage == STAGE_TCP ? POLLOUT : POLLIN };
-    if (poll(&pfd, 1, 0) <= 0)
-        return GX_INPROGRESS;
     if (s->stage == STAGE_TCP) {
-        int err = 0;
-        socklen_t elen = sizeof(err);
-        getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &elen);
-        if (err) {
-            close(s->fd);
-            s->fd = -1;
-            if (err == ECONNREFUSED)
-                return GX_INPROGRESS; /* not listening yet: retry until the deadline */
-            return gx_fail(GX_ECONNECT, GX_SUB_FABRIC, "tcp: connect to %s failed: %s",
-                           ep->base.name, strerror(err));
-        }
+        int rc = gx_fab_sock_connect_check("tcp", &s->fd, ep->base.name);
+        if (rc != GX_OK)
+            return rc; /* GX_INPROGRESS: still connecting, or refused and retried */
         s->stage = STAGE_CHALLENGE;
         return GX_INPROGRESS;
     }
+    struct pollfd pfd = { .fd = s->fd, .events = POLLIN };
+    if (poll(&pfd, 1, 0) <= 0)
+        return GX_INPROGRESS;
     /* The challenge is there: the rest of the handshake is two short messages
      * the acceptor answers from its own accept loop. */
     int rc = gx_auth_connect(s->fd, &ep->dom->key, GX_AUTH_TCP_DATA, ep->dom->base.rank,

@@ -28,14 +28,12 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "fabric/fabric_sock.h"
 #include "fabric/verbs/verbs.h"
 
 struct verbs_half {
-    int fd;
+    struct gx_fab_sock_half s; /* first: the entry of a gx_fab_sock_pending table */
     int stage;        /* 0 auth, 1 reading REQ, 2 waiting for READY */
-    struct gx_auth_server auth;
-    struct gx_sockaddr from;
-    uint64_t deadline;
     uint8_t buf[sizeof(struct gx_verbs_conn)];
     size_t got;
     struct verbs_ep *ep;
@@ -45,48 +43,16 @@ struct verbs_listener {
     struct gx_fab_listener base;
     struct verbs_domain *dom;
     int fd;
-    struct verbs_half *half;
-    int nhalf, cap;
+    struct gx_fab_sock_pending half; /* of struct verbs_half */
 };
 
-/* ---- helpers ---------------------------------------------------------------- */
-static void addr_pack(const struct gx_sockaddr *sa, struct gx_fab_addr *out)
+static struct verbs_half *half_at(struct verbs_listener *l, int i)
 {
-    struct gx_verbs_addr a = { .magic = GX_VERBS_ADDR_MAGIC, .version = GX_VERBS_VERSION,
-                               .family = (uint16_t)sa->u.sa.sa_family,
-                               .port = (uint16_t)gx_sock_port(sa) };
-    if (sa->u.sa.sa_family == AF_INET)
-        memcpy(a.ip, &sa->u.in4.sin_addr, 4);
-    else
-        memcpy(a.ip, &sa->u.in6.sin6_addr, 16);
-    memset(out, 0, sizeof(*out));
-    out->len = sizeof(a);
-    memcpy(out->bytes, &a, sizeof(a));
+    return (struct verbs_half *)gx_fab_sock_pending_at(&l->half, i);
 }
 
-static int addr_unpack(const struct gx_fab_addr *in, struct gx_sockaddr *sa)
-{
-    struct gx_verbs_addr a;
-    if (!in || in->len != sizeof(a))
-        return gx_fail(GX_EINVAL, GX_SUB_FABRIC, "verbs: peer address of %u bytes, expected %zu "
-                       "(an address of another provider?)", in ? in->len : 0, sizeof(a));
-    memcpy(&a, in->bytes, sizeof(a));
-    if (a.magic != GX_VERBS_ADDR_MAGIC || a.version != GX_VERBS_VERSION ||
-        (a.family != AF_INET && a.family != AF_INET6))
-        return gx_fail(GX_EINVAL, GX_SUB_FABRIC, "verbs: malformed peer address blob");
-    memset(sa, 0, sizeof(*sa));
-    if (a.family == AF_INET) {
-        sa->len = sizeof(struct sockaddr_in);
-        sa->u.in4.sin_family = AF_INET;
-        memcpy(&sa->u.in4.sin_addr, a.ip, 4);
-    } else {
-        sa->len = sizeof(struct sockaddr_in6);
-        sa->u.in6.sin6_family = AF_INET6;
-        memcpy(&sa->u.in6.sin6_addr, a.ip, 16);
-    }
-    gx_sock_set_port(sa, a.port);
-    return GX_OK;
-}
+/* ---- helpers ---------------------------------------------------------------- */
+GX_FAB_SOCK_ADDR_LAYOUT_CHECK(struct gx_verbs_addr);
 
 /* Read until `want` bytes are in buf: GX_OK, GX_INPROGRESS, or GX_EPEER. */
 static int read_some(int fd, void *buf, size_t want, size_t *got)
@@ -189,43 +155,40 @@ int verbs_listen(struct gx_fab_domain *base, struct gx_fab_cq *cq, struct gx_fab
     struct verbs_listener *l = calloc(1, sizeof(*l));
     if (!l)
         return gx_fail(GX_ENOMEM, GX_SUB_FABRIC, "verbs: out of memory creating a listener");
-    struct gx_sockaddr sa = dom->local;
-    gx_sock_set_port(&sa, 0);
-    if (gx_sock_listen(&sa, 128, &l->fd) != GX_OK) {
-        char a[64];
-        int err = errno;
+    int rc = gx_fab_sock_listen("verbs", &dom->local, dom->ifname, GX_VERBS_ADDR_MAGIC,
+                                GX_VERBS_VERSION, &l->fd, addr_out);
+    if (rc != GX_OK) {
         free(l);
-        return gx_fail(GX_ESYSTEM, GX_SUB_FABRIC, "verbs: cannot listen on %s (%s): %s",
-                       gx_sock_addr_str(&sa, a, sizeof(a)), dom->ifname, strerror(err));
+        return rc;
     }
+    gx_fab_sock_pending_init(&l->half, sizeof(struct verbs_half));
     l->base.dom = base;
     l->base.cq = cq;
     l->dom = dom;
-    addr_pack(&sa, addr_out);
     *out = &l->base;
     return GX_OK;
 }
 
 static void drop_half(struct verbs_listener *l, int i, bool close_all)
 {
-    struct verbs_half *h = &l->half[i];
+    struct verbs_half *h = half_at(l, i);
     if (close_all) {
         if (h->ep) {
             h->ep->fd = -1;
             verbs_ep_close(&h->ep->base);
         }
-        close(h->fd);
+        close(h->s.fd);
     }
-    l->half[i] = l->half[--l->nhalf];
+    gx_fab_sock_pending_remove(&l->half, i);
 }
 
 void verbs_listener_close(struct gx_fab_listener *base)
 {
     struct verbs_listener *l = (struct verbs_listener *)base;
     close(l->fd);
-    while (l->nhalf)
+    while (l->half.n)
         drop_half(l, 0, true);
-    free(l->half);
+    gx_fab_sock_pending_free(&l->half);
     free(l);
 }
 
@@ -235,8 +198,8 @@ static int accept_req(struct verbs_listener *l, struct verbs_half *h)
     struct gx_verbs_conn req;
     memcpy(&req, h->buf, sizeof(req));
     char who[96], a[64];
-    snprintf(who, sizeof(who), "rank %d (%s)", h->auth.hello.rank,
-             gx_sock_addr_str(&h->from, a, sizeof(a)));
+    snprintf(who, sizeof(who), "rank %d (%s)", h->s.auth.hello.rank,
+             gx_sock_addr_str(&h->s.from, a, sizeof(a)));
     int rc = conn_check(l->dom, &req, GX_VERBS_CONN_REQ, who);
     if (rc != GX_OK)
         return rc;
@@ -246,8 +209,8 @@ static int accept_req(struct verbs_listener *l, struct verbs_half *h)
         return rc;
     h->ep = ep;
     ep->peer = req;
-    ep->peer_sa = h->from;
-    ep->base.peer_rank = h->auth.hello.rank;
+    ep->peer_sa = h->s.from;
+    ep->base.peer_rank = h->s.auth.hello.rank;
     ep_name(ep, ep->base.peer_rank);
     rc = bring_up(ep);
     if (rc != GX_OK)
@@ -255,7 +218,7 @@ static int accept_req(struct verbs_listener *l, struct verbs_half *h)
     struct gx_verbs_conn rep;
     verbs_conn_fill(ep, &rep, GX_VERBS_CONN_REP);
     ep_name(ep, ep->base.peer_rank);
-    if (send_small(h->fd, &rep, sizeof(rep)) != GX_OK)
+    if (send_small(h->s.fd, &rep, sizeof(rep)) != GX_OK)
         return gx_fail(GX_EPEER, GX_SUB_FABRIC, "verbs: %s closed during set-up", ep->base.name);
     return GX_OK;
 }
@@ -264,60 +227,25 @@ int verbs_accept(struct gx_fab_listener *base, struct gx_fab_ep **out)
 {
     struct verbs_listener *l = (struct verbs_listener *)base;
     char a[64];
-    for (;;) {
-        struct verbs_half h;
-        memset(&h, 0, sizeof(h));
-        int rc = gx_sock_accept(l->fd, &h.fd, &h.from);
-        if (rc == GX_ETIMEOUT)
-            break;
-        if (rc != GX_OK)
-            return gx_fail(GX_ESYSTEM, GX_SUB_FABRIC, "verbs: accept failed: %m");
-        if (l->nhalf == l->cap) {
-            int cap = l->cap ? 2 * l->cap : 8;
-            struct verbs_half *n = realloc(l->half, (size_t)cap * sizeof(*n));
-            if (!n) {
-                close(h.fd);
-                return gx_fail(GX_ENOMEM, GX_SUB_FABRIC, "verbs: out of memory accepting");
-            }
-            l->half = n;
-            l->cap = cap;
-        }
-        h.deadline = gx_deadline_after_ms(gx_fab_connect_timeout_ms());
-        if (gx_auth_server_start(&h.auth, h.fd, &l->dom->key) != GX_OK) {
-            close(h.fd);
-            continue;
-        }
-        l->half[l->nhalf++] = h;
-    }
-    for (int i = 0; i < l->nhalf;) {
-        struct verbs_half *h = &l->half[i];
-        h->auth.key = &l->dom->key; /* entries move in the array */
-        h->auth.fd = h->fd;
-        int rc = GX_INPROGRESS;
+    int rc = gx_fab_sock_accept_new("verbs", l->fd, &l->dom->key, &l->half);
+    if (rc != GX_OK)
+        return rc;
+    for (int i = 0; i < l->half.n;) {
+        struct verbs_half *h = half_at(l, i);
+        rc = GX_INPROGRESS;
         if (h->stage == 0) {
-            rc = gx_auth_server_progress(&h->auth);
-            if (rc == GX_OK && h->auth.hello.purpose != GX_VERBS_AUTH_PURPOSE) {
-                GX_WARN(GX_SUB_FABRIC, "verbs: dropped connection from %s: handshake purpose %u "
-                        "is not a verbs side channel", gx_sock_addr_str(&h->from, a, sizeof(a)),
-                        h->auth.hello.purpose);
-                drop_half(l, i, true);
-                continue;
-            }
+            rc = gx_fab_sock_half_auth("verbs", &h->s, &l->dom->key, GX_VERBS_AUTH_PURPOSE,
+                                       "verbs side channel");
             if (rc == GX_OK) {
                 h->stage = 1;
                 h->got = 0;
             } else if (rc != GX_INPROGRESS) {
-                GX_WARN(GX_SUB_FABRIC, "verbs: rejected connection from %s: %s",
-                        gx_sock_addr_str(&h->from, a, sizeof(a)),
-                        rc == GX_EAUTH    ? "wrong job key (another job, or GX_JOB_KEY unset?)"
-                        : rc == GX_EPROTO ? "not a gx peer or another handshake version"
-                                          : "it closed during the handshake");
                 drop_half(l, i, true);
                 continue;
             }
         }
         if (h->stage == 1) {
-            rc = read_some(h->fd, h->buf, sizeof(struct gx_verbs_conn), &h->got);
+            rc = read_some(h->s.fd, h->buf, sizeof(struct gx_verbs_conn), &h->got);
             if (rc == GX_OK) {
                 rc = accept_req(l, h);
                 if (rc != GX_OK) {
@@ -329,7 +257,7 @@ int verbs_accept(struct gx_fab_listener *base, struct gx_fab_ep **out)
             }
         }
         if (h->stage == 2) {
-            rc = read_some(h->fd, h->buf, sizeof(struct gx_verbs_conn), &h->got);
+            rc = read_some(h->s.fd, h->buf, sizeof(struct gx_verbs_conn), &h->got);
             if (rc == GX_OK) {
                 struct gx_verbs_conn ready;
                 memcpy(&ready, h->buf, sizeof(ready));
@@ -338,7 +266,7 @@ int verbs_accept(struct gx_fab_listener *base, struct gx_fab_ep **out)
                     continue;
                 }
                 struct verbs_ep *ep = h->ep;
-                ep->fd = h->fd;
+                ep->fd = h->s.fd;
                 ep->cmgot = 0;
                 ep->stage = CM_DONE;
                 ep->state = VEP_ESTABLISHED;
@@ -350,14 +278,11 @@ int verbs_accept(struct gx_fab_listener *base, struct gx_fab_ep **out)
         }
         if (rc == GX_EPEER) {
             GX_WARN(GX_SUB_FABRIC, "verbs: connection from %s closed during set-up",
-                    gx_sock_addr_str(&h->from, a, sizeof(a)));
+                    gx_sock_addr_str(&h->s.from, a, sizeof(a)));
             drop_half(l, i, true);
             continue;
         }
-        if (gx_now_ns() > h->deadline) {
-            GX_WARN(GX_SUB_FABRIC, "verbs: dropped connection from %s: set-up not finished "
-                    "within %d ms", gx_sock_addr_str(&h->from, a, sizeof(a)),
-                    gx_fab_connect_timeout_ms());
+        if (gx_fab_sock_half_expired("verbs", &h->s, "set-up not finished")) {
             drop_half(l, i, true);
             continue;
         }
@@ -369,19 +294,9 @@ int verbs_accept(struct gx_fab_listener *base, struct gx_fab_ep **out)
 /* ---- connector ---------------------------------------------------------------- */
 static int start_tcp(struct verbs_ep *ep)
 {
-    ep->fd = socket(ep->peer_sa.u.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (ep->fd < 0)
-        return gx_fail(GX_ESYSTEM, GX_SUB_FABRIC, "verbs: socket() failed: %m");
-    gx_sock_set_nodelay(ep->fd);
-    if (connect(ep->fd, &ep->peer_sa.u.sa, ep->peer_sa.len) != 0 && errno != EINPROGRESS) {
-        int err = errno;
-        close(ep->fd);
-        ep->fd = -1;
-        if (err == ECONNREFUSED || err == EAGAIN)
-            return GX_INPROGRESS;
-        return gx_fail(GX_ECONNECT, GX_SUB_FABRIC, "verbs: connect to %s failed: %s",
-                       ep->base.name, strerror(err));
-    }
+    int rc = gx_fab_sock_connect_start("verbs", &ep->peer_sa, ep->base.name, &ep->fd);
+    if (rc != GX_OK)
+        return rc; /* GX_INPROGRESS: refused, retried until the deadline */
     ep->stage = CM_TCP;
     return GX_OK;
 }
@@ -394,7 +309,7 @@ int verbs_connect(struct gx_fab_domain *base, struct gx_fab_cq *cq, const struct
     if (!param)
         param = &def;
     struct gx_sockaddr sa;
-    int rc = addr_unpack(peer, &sa);
+    int rc = gx_fab_sock_addr_unpack("verbs", peer, GX_VERBS_ADDR_MAGIC, GX_VERBS_VERSION, &sa);
     if (rc != GX_OK)
         return rc;
     struct verbs_ep *ep;
@@ -405,8 +320,7 @@ int verbs_connect(struct gx_fab_domain *base, struct gx_fab_cq *cq, const struct
     ep->peer_sa = sa;
     ep->base.peer_rank = param->peer_rank;
     ep_name(ep, param->peer_rank);
-    ep->deadline = gx_deadline_after_ms(param->timeout_ms > 0 ? param->timeout_ms
-                                                              : gx_fab_connect_timeout_ms());
+    ep->deadline = gx_fab_sock_connect_deadline(param);
     rc = start_tcp(ep);
     if (rc < 0) {
         verbs_ep_free(ep);
@@ -427,20 +341,9 @@ static int establish_step(struct verbs_ep *ep)
     }
     switch (ep->stage) {
     case CM_TCP: {
-        struct pollfd pfd = { .fd = ep->fd, .events = POLLOUT };
-        if (poll(&pfd, 1, 0) <= 0)
-            return GX_INPROGRESS;
-        int err = 0;
-        socklen_t elen = sizeof(err);
-        getsockopt(ep->fd, SOL_SOCKET, SO_ERROR, &err, &elen);
-        if (err) {
-            close(ep->fd);
-            ep->fd = -1;
-            if (err == ECONNREFUSED)
-                return GX_INPROGRESS; /* not listening yet: retry until the deadline */
-            return gx_fail(GX_ECONNECT, GX_SUB_FABRIC, "verbs: connect to %s failed: %s",
-                           ep->base.name, strerror(err));
-        }
+        rc = gx_fab_sock_connect_check("verbs", &ep->fd, ep->base.name);
+        if (rc != GX_OK)
+            return rc; /* GX_INPROGRESS: still connecting, or refused and retried */
         ep->stage = CM_CHALLENGE;
         ep->cmgot = 0;
         return GX_INPROGRESS;
