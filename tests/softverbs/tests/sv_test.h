@@ -25,7 +25,7 @@
 	} while (0)
 
 struct pair_opts {
-	uint8_t timeout;       /* QP timeout exponent (default 10: ~4 ms) */
+	uint8_t timeout;       /* QP timeout exponent (default 13: ~34 ms) */
 	uint8_t retry_cnt;     /* default 7 */
 	uint8_t rnr_retry;     /* default 7 (forever) */
 	uint8_t min_rnr_timer; /* default 1 (10 us) */

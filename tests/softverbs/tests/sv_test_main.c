@@ -31,7 +31,9 @@ void fill_pattern(uint8_t *b, size_t n, uint32_t seed)
 void pair_opts_default(struct pair_opts *o)
 {
 	memset(o, 0, sizeof(*o));
-	o->timeout = 10;
+	/* 2^13 x 4.096 us = 34 ms per attempt, 8 attempts: enough for a peer whose
+	 * progress thread is starved on a loaded 2-core machine under ASan. */
+	o->timeout = 13;
 	o->retry_cnt = 7;
 	o->rnr_retry = 7;
 	o->min_rnr_timer = 1;
