@@ -328,8 +328,21 @@ int main(int argc, char **argv)
             break;
     }
     free(list);
-    if (rec)
+    /* The layout the figures were measured with (after the rebuild). */
+    char sizes[1024] = "";
+    size_t len = 0;
+    for (int b = 0; b < gx_ddp_bucket_count(ddp) && len < sizeof(sizes); b++) {
+        struct gx_ddp_bucket info = GX_DDP_BUCKET_INIT;
+        if (gx_ddp_bucket_info(ddp, b, &info) == GX_OK)
+            len += (size_t)snprintf(sizes + len, sizeof(sizes) - len, "%s%.1f", b ? " " : "",
+                                    (double)info.count * 4 / 1e6);
+    }
+    if (rank == 0)
+        printf("# buckets in launch order (MB): %s\n", sizes);
+    if (rec) {
+        fprintf(rec, "\nBuckets in launch order (MB): %s.\n", sizes);
         fclose(rec);
+    }
     gx_ddp_destroy(ddp);
     int rc = gx_comm_finalize(comm);
     gx_comm_destroy(comm);
