@@ -17,10 +17,11 @@ JOBS=${GX_JOBS:-$(nproc)}
 
 BUILD_PKGS=(cmake ninja-build gcc pkg-config libhwloc-dev hwloc libibverbs-dev)
 TEST_PKGS=(python3 iproute2 ibverbs-utils perftest procps clang-14 libclang-rt-14-dev)
-# Under ASan+UBSan: everything but the long runs. Under TSan: the suites that
-# exercise threads (labelled "tsan").
+# Under ASan+UBSan: everything but the long runs and what is marked "nosan"
+# (the heavy collectives matrix, whose trimmed twin is labelled "sanitize").
+# Under TSan: the suites that exercise threads ("tsan", "sanitize").
 ASAN_EXCLUDE='long|nosan'
-TSAN_LABELS='tsan'
+TSAN_LABELS='tsan|sanitize'
 
 
 say() { printf '\n==> %s\n' "$*"; }

@@ -56,8 +56,10 @@ bool gx_reduce_cpu_has_avx2(void);
  * builds each loop twice (SSE2 baseline and AVX2) and an ifunc resolver picks
  * one when the library is loaded, from the CPU's features. Memory-bound at
  * large sizes either way; AVX2 doubles the in-cache rate (pipelined chunks).
+ * Not under TSan: ifunc resolvers run before the TSan runtime is up and crash
+ * every TSan binary at load.
  */
-#if defined(__x86_64__) && defined(__ELF__) && defined(__GNUC__)
+#if defined(__x86_64__) && defined(__ELF__) && defined(__GNUC__) && !defined(__SANITIZE_THREAD__)
 #define GX_REDUCE_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define GX_REDUCE_CLONES
