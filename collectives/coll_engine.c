@@ -50,10 +50,10 @@ GX_PARAM_DEFINE(gx_param_progress, "GX_PROGRESS", GX_PARAM_ENUM, "thread", "thre
 #define STEP_WINDOW 1024          /* steps looked at per pass, from the first not done */
 #define BOOT_POLL_NS 20000000ull  /* how often to look for failures other ranks reported */
 #define ROOT_CAUSE_GRACE_MS 200   /* wait this long for a peer's report after a link error */
-/* Receives posted at once per communicator. Each rendezvous receive that
- * meets its RTS queues a CTS in the transport, whose queue per peer is
- * bounded (XP_CTL_QUEUE): stay well below it. Sends are not limited (they
- * wait in the transport's queue), so a rank never starves its peers. */
+/* Receives posted at once per communicator: each pins a registration and
+ * may queue a CTS in the transport, so keep them bounded. Sends are not
+ * limited (they wait in the transport's queue), so a rank never starves its
+ * peers. */
 #define RECV_BUDGET 32
 
 struct coll_comm {

@@ -256,6 +256,7 @@ void gx_xport_close(struct gx_xport *x)
         struct xp_peer *p = &x->peers[q];
         gx_fab_mr_dereg(p->slab_mr);
         free(p->slab);
+        free(p->ctl);
         for (struct xp_unexpected *u = p->unexp_head, *n; u; u = n) {
             n = u->next;
             free(u);

@@ -13,7 +13,6 @@
 
 #define XP_RECV_SLOTS 16
 #define XP_SEND_SLOTS 16
-#define XP_CTL_QUEUE 64
 #define XP_RNDV_TABLE 1024
 
 enum xp_ctx_type { XP_CTX_OP = 1, XP_CTX_RECV_SLOT = 2, XP_CTX_SEND_SLOT = 3 };
@@ -58,8 +57,9 @@ struct xp_peer {
     struct xp_unexpected *unexp_head, *unexp_tail;
     struct xp_op *wait_head, *wait_tail;         /* sends awaiting a slot */
     struct xp_op *rts_head;                      /* sends awaiting their CTS */
-    struct xp_cts ctl[XP_CTL_QUEUE];             /* CTS awaiting a slot */
+    struct xp_cts *ctl;                          /* CTS awaiting a slot (grows) */
     int ctl_count;
+    int ctl_cap;
     int failed;                                  /* status once the link broke */
 };
 

@@ -185,9 +185,16 @@ static void send_pending(struct xp_peer *p)
 
 static void send_cts(struct xp_peer *p, const struct xp_cts *cts)
 {
-    if (p->ctl_count == XP_CTL_QUEUE) {
-        xp_fail_peer(p, GX_ENOMEM, "too many rendezvous answers queued");
-        return;
+    if (p->ctl_count == p->ctl_cap) {
+        /* Control path: grows with the receives posted ahead of the sender. */
+        int cap = p->ctl_cap ? 2 * p->ctl_cap : 16;
+        struct xp_cts *bigger = realloc(p->ctl, (size_t)cap * sizeof(*bigger));
+        if (!bigger) {
+            xp_fail_peer(p, GX_ENOMEM, "no memory to queue a rendezvous answer");
+            return;
+        }
+        p->ctl = bigger;
+        p->ctl_cap = cap;
     }
     p->ctl[p->ctl_count++] = *cts;
     send_pending(p);
