@@ -272,12 +272,20 @@ out=/dev/null
 if [ "$record" = 1 ]; then
     mkdir -p "$here/results"
     out="$here/results/$(date +%Y-%m-%d)-allreduce.md"
+    k=2
+    while [ -e "$out" ]; do # a second run the same day keeps the first
+        out="$here/results/$(date +%Y-%m-%d)-allreduce-$k.md"
+        k=$((k + 1))
+    done
 fi
+commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
+dirty=$(git -C "$root" status --porcelain -- collectives fabric common include topology 2>/dev/null | wc -l)
+[ "$dirty" -gt 0 ] && commit="$commit + $dirty uncommitted files in the library"
 cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -n 1)
 "$python" "$here/compare_report.py" --dir "$tmp" --runs "$runs" --cpu "$cpu" \
     --cores "$(nproc)" --iters "$iters" --warmup "$warmup" --blocking "$blocking" \
     --ompi "$(mpirun --version 2>/dev/null | head -n 1)" --elapsed "$(($(date +%s) - start))" \
-    --gx-commit "$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)" \
+    --gx-commit "$commit" \
     --load "$tmp/load.txt" | tee "$out"
 [ "$record" = 1 ] && echo "written to $out" >&2
 exit 0
