@@ -106,7 +106,8 @@ struct coll_op {
     int first;              /* first step not done */
     int recvs_posted;       /* this op's share of the engine's receive budget */
     int build_status;       /* first builder failure (GX_ENOMEM) */
-    void *scratch;          /* freed with the op */
+    void *scratch;          /* back to the comm's pool when the op finishes */
+    size_t scratch_size;
 
     struct coll_desc desc_out, desc_in;
     int desc_recv_step;     /* index of the descriptor receive, or -1 */
@@ -116,6 +117,7 @@ struct coll_op {
     /* Set once by the engine under cc->mu. */
     bool finished;
     bool active;            /* in the engine's list */
+    bool waiting;           /* counted in cc->waiters by a gx_wait (caller's thread) */
     int status;
     char errmsg[512];
 };
@@ -136,7 +138,7 @@ int cs_reduce3(struct coll_op *op, void *out, const void *a, const void *b, size
 int cs_copy(struct coll_op *op, void *dst, const void *src, size_t bytes, int d0, int d1, int d2);
 int cs_avg(struct coll_op *op, void *buf, size_t count, int d0, int d1, int d2);
 int cs_nop(struct coll_op *op, int d0, int d1, int d2);
-/* Allocate op->scratch (freed with the op); NULL and build_status set on
+/* Allocate op->scratch (from the comm's pool); NULL and build_status set on
  * failure. */
 void *cs_scratch(struct coll_op *op, size_t bytes);
 

@@ -55,6 +55,7 @@ GX_PARAM_DEFINE(gx_param_progress, "GX_PROGRESS", GX_PARAM_ENUM, "thread", "thre
  * limited (they wait in the transport's queue), so a rank never starves its
  * peers. */
 #define RECV_BUDGET 32
+#define SCRATCH_POOL 8            /* scratch buffers kept per communicator */
 
 struct coll_comm {
     struct gx_comm *comm;
@@ -66,9 +67,16 @@ struct coll_comm {
     uint64_t seq;                  /* collectives issued (incl. rejected calls) */
     uint64_t next_boot_poll;
     bool use_thread;
+    int waiters;                   /* callers inside gx_wait: they progress, the thread rests */
     bool thread_started;
     bool stop;
     pthread_t thread;
+    /* Scratch buffers of finished collectives, kept for the next ones: a
+     * fresh large malloc per collective costs a page fault per 4 KiB (the
+     * kernel zeroes every page), which dominated large all-reduces. */
+    pthread_mutex_t pool_mu;
+    void *pool[SCRATCH_POOL];
+    size_t pool_size[SCRATCH_POOL];
 };
 
 static const char *const kind_names[COLL_KIND_COUNT] = {
@@ -182,10 +190,56 @@ int cs_nop(struct coll_op *op, int d0, int d1, int d2)
     return add_step(op, CS_NOP, d0, d1, d2);
 }
 
+/* Take the smallest pooled buffer that fits, or allocate. */
+static void *scratch_take(struct coll_comm *cc, size_t bytes, size_t *size_out)
+{
+    pthread_mutex_lock(&cc->pool_mu);
+    int best = -1;
+    for (int i = 0; i < SCRATCH_POOL; i++)
+        if (cc->pool[i] && cc->pool_size[i] >= bytes &&
+            (best < 0 || cc->pool_size[i] < cc->pool_size[best]))
+            best = i;
+    void *buf = NULL;
+    if (best >= 0) {
+        buf = cc->pool[best];
+        *size_out = cc->pool_size[best];
+        cc->pool[best] = NULL;
+    }
+    pthread_mutex_unlock(&cc->pool_mu);
+    if (!buf) {
+        buf = malloc(bytes);
+        *size_out = bytes;
+        GX_TRACE(GX_SUB_COLL, "scratch: new %zu-byte buffer", bytes);
+    }
+    return buf;
+}
+
+/* Give a buffer back: kept in a free slot, else in place of a smaller one. */
+static void scratch_give(struct coll_comm *cc, void *buf, size_t size)
+{
+    pthread_mutex_lock(&cc->pool_mu);
+    int slot = -1;
+    for (int i = 0; i < SCRATCH_POOL && slot < 0; i++)
+        if (!cc->pool[i])
+            slot = i;
+    for (int i = 0; i < SCRATCH_POOL && slot < 0; i++)
+        if (cc->pool_size[i] < size)
+            slot = i;
+    void *drop = buf;
+    if (slot >= 0) {
+        drop = cc->pool[slot];
+        cc->pool[slot] = buf;
+        cc->pool_size[slot] = size;
+    }
+    pthread_mutex_unlock(&cc->pool_mu);
+    free(drop);
+}
+
 void *cs_scratch(struct coll_op *op, size_t bytes)
 {
-    free(op->scratch);
-    op->scratch = malloc(bytes ? bytes : 1);
+    if (op->scratch)
+        scratch_give(op->cc, op->scratch, op->scratch_size);
+    op->scratch = scratch_take(op->cc, bytes ? bytes : 1, &op->scratch_size);
     if (!op->scratch)
         op->build_status = GX_ENOMEM;
     return op->scratch;
@@ -503,6 +557,12 @@ static void op_finish(struct coll_comm *cc, struct coll_op *op)
     if (op->status != GX_OK)
         gx_fail(op->status, GX_SUB_COLL, "%s", op->errmsg);
     op_unlink(cc, op);
+    /* A failed op's scratch may still be a receive target of a dying
+     * transport: let it go with the op instead of reusing it. */
+    if (op->status == GX_OK && op->scratch) {
+        scratch_give(cc, op->scratch, op->scratch_size);
+        op->scratch = NULL;
+    }
     __atomic_store_n(&op->finished, true, __ATOMIC_RELEASE);
 }
 
@@ -575,7 +635,7 @@ static void *progress_main(void *arg)
     unsigned idle = 0;
     pthread_mutex_lock(&cc->mu);
     for (;;) {
-        while (!cc->stop && !cc->head) {
+        while (!cc->stop && (!cc->head || cc->waiters > 0)) {
             idle = 0;
             pthread_cond_wait(&cc->cond, &cc->mu);
         }
@@ -602,6 +662,7 @@ static struct coll_comm *coll_comm_get(struct gx_comm *c)
             cc->comm = c;
             cc->use_thread = mode == 0 && c->size > 1;
             pthread_mutex_init(&cc->mu, NULL);
+            pthread_mutex_init(&cc->pool_mu, NULL);
             pthread_cond_init(&cc->cond, NULL);
             if (cc->use_thread) {
                 cc->thread_started = pthread_create(&cc->thread, NULL, progress_main, cc) == 0;
@@ -646,6 +707,9 @@ void gx_coll_comm_destroy(struct gx_comm *c)
     pthread_mutex_unlock(&cc->mu);
     pthread_cond_destroy(&cc->cond);
     pthread_mutex_destroy(&cc->mu);
+    for (int i = 0; i < SCRATCH_POOL; i++)
+        free(cc->pool[i]);
+    pthread_mutex_destroy(&cc->pool_mu);
     free(cc);
     c->coll = NULL;
 }
@@ -657,9 +721,11 @@ static int coll_req_step(struct gx_request *req)
     struct coll_op *op = req->priv;
     struct coll_comm *cc = op->cc;
     if (!__atomic_load_n(&op->finished, __ATOMIC_ACQUIRE)) {
-        /* With a progress thread, help only when it is not busy. */
-        bool locked = cc->use_thread ? pthread_mutex_trylock(&cc->mu) == 0
-                                     : pthread_mutex_lock(&cc->mu) == 0;
+        /* With a progress thread, help only when it is not busy, unless a
+         * caller waits (then the thread rests and the caller drives). */
+        bool locked = cc->use_thread && !__atomic_load_n(&cc->waiters, __ATOMIC_RELAXED)
+                          ? pthread_mutex_trylock(&cc->mu) == 0
+                          : pthread_mutex_lock(&cc->mu) == 0;
         if (locked) {
             progress_locked(cc);
             pthread_mutex_unlock(&cc->mu);
@@ -670,6 +736,33 @@ static int coll_req_step(struct gx_request *req)
     if (op->status != GX_OK)
         gx_set_last_error(op->errmsg);
     return op->status;
+}
+
+/* A caller waiting on a collective drives progress itself: on few cores a
+ * second thread spinning beside it only adds scheduling delay. */
+static void coll_wait_begin(struct gx_request *req)
+{
+    struct coll_op *op = req->priv;
+    if (__atomic_load_n(&op->finished, __ATOMIC_ACQUIRE))
+        return;
+    struct coll_comm *cc = op->cc;
+    pthread_mutex_lock(&cc->mu);
+    __atomic_store_n(&cc->waiters, cc->waiters + 1, __ATOMIC_RELAXED);
+    op->waiting = true;
+    pthread_mutex_unlock(&cc->mu);
+}
+
+static void coll_wait_end(struct gx_request *req)
+{
+    struct coll_op *op = req->priv;
+    if (!op->waiting)
+        return;
+    struct coll_comm *cc = op->cc;
+    pthread_mutex_lock(&cc->mu);
+    __atomic_store_n(&cc->waiters, cc->waiters - 1, __ATOMIC_RELAXED);
+    op->waiting = false;
+    pthread_cond_signal(&cc->cond);
+    pthread_mutex_unlock(&cc->mu);
 }
 
 static void op_free(struct coll_op *op)
@@ -802,6 +895,8 @@ int coll_issue(struct gx_comm *comm, uint64_t seq, const struct coll_args *a, co
     req->seq = op->seq;
     req->priv = op;
     req->release = coll_req_release;
+    req->wait_begin = coll_wait_begin;
+    req->wait_end = coll_wait_end;
     op->req = req;
     op->deadline = req->deadline;
     GX_TRACE(GX_SUB_COLL, "%s #%llu: %s, count %zu, %d steps", coll_kind_name(a->kind),

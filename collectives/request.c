@@ -57,23 +57,34 @@ GX_API int gx_wait(struct gx_request *req, int timeout_ms)
         return gx_fail(GX_EINVAL, GX_SUB_COLL, "gx_wait: req is NULL");
     uint64_t deadline = gx_deadline_after_ms(timeout_ms < 0 ? req->comm->op_timeout_ms
                                                             : timeout_ms);
+    if (req->wait_begin && !req->done)
+        req->wait_begin(req);
+    /* Spin briefly, then yield, then nap: many ranks share few cores. */
+    const unsigned spin = 200;
     for (unsigned spins = 0;; spins++) {
         request_step(req);
         if (req->done)
-            return req->status;
+            break;
+        if ((spins & 63) != 0 && spins < spin)
+            continue; /* reading the clock costs more than a poll */
         int left = gx_ms_left(deadline);
-        if (left == 0)
+        if (left == 0) {
+            if (req->wait_end)
+                req->wait_end(req);
             return gx_fail(GX_ETIMEOUT, GX_SUB_COLL, "gx_wait: %s #%llu still running after "
                            "%d ms (the request stays valid)", req->op_name,
                            (unsigned long long)req->seq, timeout_ms);
-        /* Spin briefly, then yield, then nap: many ranks share few cores. */
-        if (spins > 2000) {
-            struct timespec ts = { 0, spins > 20000 ? 200000 : 20000 };
+        }
+        if (spins > 10 * spin) {
+            struct timespec ts = { 0, spins > 100 * spin ? 200000 : 20000 };
             nanosleep(&ts, NULL);
-        } else if (spins > 200) {
+        } else if (spins > spin) {
             sched_yield();
         }
     }
+    if (req->wait_end)
+        req->wait_end(req);
+    return req->status;
 }
 
 GX_API void gx_request_free(struct gx_request *req)

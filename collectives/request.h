@@ -18,6 +18,10 @@ struct gx_request {
     const char *op_name;
     int (*step)(struct gx_request *req);
     void (*release)(struct gx_request *req); /* may be NULL */
+    /* Around a gx_wait() on this request (may be NULL): lets an engine with
+     * a progress thread hand progress to the waiting caller meanwhile. */
+    void (*wait_begin)(struct gx_request *req);
+    void (*wait_end)(struct gx_request *req);
     uint64_t seq;
     uint64_t deadline;
     int status;

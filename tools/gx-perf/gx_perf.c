@@ -27,7 +27,7 @@
 #include "perf_opts.h"
 #include "perf_report.h"
 
-#define PERF_WINDOW 64       /* -z 0: non-blocking operations in flight */
+#define PERF_WINDOW 4        /* -z 0: non-blocking operations in flight (like a few DDP buckets) */
 #define PERF_TAG 0x67787066  /* p2p tag of gx-perf's own bookkeeping */
 #define PROGRESS_AFTER_S 3.0 /* sweeps shorter than this print no progress */
 
