@@ -162,10 +162,13 @@ void gx_log_write(enum gx_log_level level, enum gx_subsys sub, const char *fmt, 
 
 int gx_vfail(int status, enum gx_subsys sub, const char *fmt, va_list ap)
 {
+    /* Format aside first: callers may pass gx_last_error() as an argument. */
+    char msg[sizeof(last_error)];
     va_list copy;
     va_copy(copy, ap);
-    vsnprintf(last_error, sizeof(last_error), fmt, copy);
+    vsnprintf(msg, sizeof(msg), fmt, copy);
     va_end(copy);
+    memcpy(last_error, msg, sizeof(msg));
     if (gx_log_enabled(GX_LOG_WARN, sub))
         gx_log_write(GX_LOG_WARN, sub, "%s", last_error);
     return status;
@@ -182,7 +185,8 @@ int gx_fail(int status, enum gx_subsys sub, const char *fmt, ...)
 
 void gx_set_last_error(const char *msg)
 {
-    snprintf(last_error, sizeof(last_error), "%s", msg);
+    if (msg != last_error)
+        snprintf(last_error, sizeof(last_error), "%s", msg);
 }
 
 void gx_clear_last_error(void)
