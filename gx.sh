@@ -101,7 +101,7 @@ test)
         ctest --test-dir "$BUILD_DIR-asan" --output-on-failure -j "$JOBS" --timeout 900 -LE "$ASAN_EXCLUDE"
     say "TSan build and run"
     BUILD_DIR=$BUILD_DIR-tsan configure_and_build -DGX_BUILD_TESTS=ON -DGX_SANITIZE_THREAD=ON
-    TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1} \
+    TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1 suppressions=$PWD/tests/tsan.supp} \
         ctest --test-dir "$BUILD_DIR-tsan" --output-on-failure -j "$JOBS" --timeout 900 -L "$TSAN_LABELS"
     ;;
 help|-h|--help)
