@@ -142,6 +142,11 @@ int cs_nop(struct coll_op *op, int d0, int d1, int d2);
  * failure. */
 void *cs_scratch(struct coll_op *op, size_t bytes);
 
+/* The communicator's scratch pool (coll_engine.c): the smallest kept buffer
+ * that fits, else a new one; and giving one back (kept, or freed). */
+void *coll_scratch_take(struct coll_comm *cc, size_t bytes, size_t *size_out);
+void coll_scratch_give(struct coll_comm *cc, void *buf, size_t size);
+
 /* Combine `a` (the lower-ranked contribution) and `b` into `out` so every
  * rank computes the same bits whichever side it is on. `out` must not
  * overlap `a` or `b`. */
