@@ -87,6 +87,7 @@ struct coll_args {
     enum gx_redop op;       /* GX_REDOP_COUNT when none */
     int root;               /* -1 when none */
     size_t es;              /* element size */
+    bool will_wait;         /* blocking call: the caller waits at once (drives progress) */
 };
 
 struct coll_op {

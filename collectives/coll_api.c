@@ -131,6 +131,7 @@ static int coll_start(struct gx_comm *comm, struct coll_args *a, const char *fn,
 static int coll_blocking(struct gx_comm *comm, struct coll_args *a, const char *fn)
 {
     struct gx_request *req = NULL;
+    a->will_wait = true; /* no need to wake the progress thread for it */
     int rc = coll_start(comm, a, fn, &req);
     if (rc != GX_OK)
         return rc;

@@ -642,7 +642,7 @@ static int coll_req_step(struct gx_request *req)
 static void coll_wait_begin(struct gx_request *req)
 {
     struct coll_op *op = req->priv;
-    if (__atomic_load_n(&op->finished, __ATOMIC_ACQUIRE))
+    if (op->waiting || __atomic_load_n(&op->finished, __ATOMIC_ACQUIRE))
         return;
     struct coll_comm *cc = op->cc;
     pthread_mutex_lock(&cc->mu);
@@ -660,7 +660,8 @@ static void coll_wait_end(struct gx_request *req)
     pthread_mutex_lock(&cc->mu);
     __atomic_store_n(&cc->waiters, cc->waiters - 1, __ATOMIC_RELAXED);
     op->waiting = false;
-    pthread_cond_signal(&cc->cond);
+    if (cc->head) /* others still outstanding: the thread takes over */
+        pthread_cond_signal(&cc->cond);
     pthread_mutex_unlock(&cc->mu);
 }
 
@@ -816,8 +817,15 @@ int coll_issue(struct gx_comm *comm, uint64_t seq, const struct coll_args *a, co
         cc->head = op;
     cc->tail = op;
     cc->nactive++;
+    if (a->will_wait) {
+        /* The caller waits right away and drives the engine: leave the
+         * progress thread asleep (waking it costs two context switches). */
+        op->waiting = true;
+        __atomic_store_n(&cc->waiters, cc->waiters + 1, __ATOMIC_RELAXED);
+    }
     progress_locked(cc); /* post the first messages now */
-    pthread_cond_signal(&cc->cond);
+    if (!a->will_wait)
+        pthread_cond_signal(&cc->cond);
     pthread_mutex_unlock(&cc->mu);
     *req_out = req;
     return GX_OK;
