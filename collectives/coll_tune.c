@@ -122,12 +122,21 @@ static void parse_forced(void)
 
 /* ---- model ------------------------------------------------------------------ */
 
+static size_t chunk_bytes = 256 << 10;
+
+static void read_chunk_param(void)
+{
+    (void)gx_param_size(&gx_param_coll_chunk, &chunk_bytes);
+    if (chunk_bytes < 4096)
+        chunk_bytes = 4096;
+}
+
 int coll_chunks(size_t bytes)
 {
-    size_t chunk = 256 << 10;
-    (void)gx_param_size(&gx_param_coll_chunk, &chunk);
-    if (chunk < 4096)
-        chunk = 4096;
+    /* Read once: the environment lookup showed up in small collectives. */
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, read_chunk_param);
+    size_t chunk = chunk_bytes;
     size_t k = (bytes + chunk - 1) / chunk;
     return k < 1 ? 1 : k > MAX_CHUNKS ? MAX_CHUNKS : (int)k;
 }
