@@ -88,15 +88,30 @@ bool gx_comm_same_node(const struct gx_comm *c, int a, int b)
  * thread (threads gx starts later inherit it). A topology the user asked
  * for that cannot be used (GX_TOPO_FILE, a GPU that does not exist) fails
  * init; nothing else about placement does. */
+/* The machine's topology, loaded once per process and kept: probing costs
+ * milliseconds, and while it lives hwloc keeps its plugins loaded (freeing
+ * the last topology unloads the PCI plugin, whose libpciaccess state then
+ * shows up as a leak under LeakSanitizer). */
+static pthread_mutex_t topo_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct gx_topo *process_topo;
+
+static int process_topology(struct gx_topo **out)
+{
+    pthread_mutex_lock(&topo_lock);
+    int rc = process_topo ? GX_OK : gx_topo_open(&process_topo);
+    *out = process_topo;
+    pthread_mutex_unlock(&topo_lock);
+    return rc;
+}
+
 static int place_rank(struct gx_comm *c)
 {
     struct gx_topo *topo;
-    int rc = gx_topo_open(&topo);
+    int rc = process_topology(&topo);
     if (rc != GX_OK)
         return rc;
     struct gx_topo_placement pl = GX_TOPO_PLACEMENT_INIT;
     rc = gx_topo_place_rank(topo, c->local_rank, c->local_size, GX_TOPO_GPU_AUTO, &pl);
-    gx_topo_free(topo);
     if (rc != GX_OK)
         return rc;
     if (pl.nic_count > 0) {
