@@ -7,11 +7,9 @@
  * for peers on the same node when any node has two ranks, the network
  * provider (tcp) for peers on other nodes when there are several nodes.
  */
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "collectives/comm_internal.h"
 #include "collectives/xport_internal.h"
@@ -303,26 +301,6 @@ int gx_xport_progress(struct gx_xport *x)
     int rc = progress_locked(x);
     pthread_mutex_unlock(&x->lock);
     return rc;
-}
-
-int gx_xport_wait(struct gx_xport *x, struct xp_op *op, uint64_t deadline)
-{
-    for (unsigned spins = 0;; spins++) {
-        int rc = gx_xport_progress(x);
-        if (rc != GX_OK)
-            return rc;
-        if (__atomic_load_n(&op->done, __ATOMIC_ACQUIRE))
-            return op->status;
-        if (gx_ms_left(deadline) == 0)
-            return GX_ETIMEOUT;
-        /* Spin briefly, then yield, then nap: many ranks share few cores. */
-        if (spins > 2000) {
-            struct timespec ts = { 0, spins > 20000 ? 200000 : 20000 };
-            nanosleep(&ts, NULL);
-        } else if (spins > 200) {
-            sched_yield();
-        }
-    }
 }
 
 const char *gx_xport_provider_of(const struct gx_xport *x, int peer)

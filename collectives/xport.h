@@ -70,10 +70,6 @@ int gx_xport_recv(struct gx_xport *x, struct xp_op *op, int peer, uint32_t tag, 
 /** Poll completions and advance protocols. Returns GX_OK or a fatal error. */
 int gx_xport_progress(struct gx_xport *x);
 
-/** Block until `op` is done or `deadline` (gx_now_ns) passes; on timeout the
- *  op stays outstanding and GX_ETIMEOUT is returned. */
-int gx_xport_wait(struct gx_xport *x, struct xp_op *op, uint64_t deadline);
-
 /** Name of the provider used to reach `peer` ("shm", "tcp", "self"). */
 const char *gx_xport_provider_of(const struct gx_xport *x, int peer);
 
