@@ -99,7 +99,7 @@ GX_API int gx_send(struct gx_comm *comm, const void *buf, size_t count, enum gx_
                    int peer, int tag)
 {
     gx_clear_last_error();
-    struct gx_request *req;
+    struct gx_request *req = NULL;
     int rc = p2p_start(comm, (void *)buf, count, dtype, peer, tag, true, &req);
     return rc == GX_OK ? complete(req, NULL) : rc;
 }
@@ -108,7 +108,7 @@ GX_API int gx_recv(struct gx_comm *comm, void *buf, size_t count, enum gx_dataty
                    int peer, int tag, size_t *count_out)
 {
     gx_clear_last_error();
-    struct gx_request *req;
+    struct gx_request *req = NULL;
     int rc = p2p_start(comm, buf, count, dtype, peer, tag, false, &req);
     return rc == GX_OK ? complete(req, count_out) : rc;
 }
