@@ -82,43 +82,61 @@ bool gx_gpu_peermem_loaded(char *why, size_t why_len)
     return false;
 }
 
+enum gx_gdr_method gx_gdr_verdict(const struct gx_gdr_inputs *in, char *why, size_t why_len)
+{
+    const char *nic = in->nic;
+    if (!in->driver) {
+        snprintf(why, why_len, "%s: GPUDirect RDMA not usable: %s", nic, in->driver_why);
+        return GX_GDR_NONE;
+    }
+    if (!in->level_valid) {
+        snprintf(why, why_len, "%s: GPUDirect RDMA off: bad GX_NET_GDR_LEVEL", nic);
+        return GX_GDR_NONE;
+    }
+    if (in->level == GX_TOPO_PATH_SELF && in->path != GX_TOPO_PATH_SELF) {
+        snprintf(why, why_len, "%s: GPUDirect RDMA off: GX_NET_GDR_LEVEL=LOC", nic);
+        return GX_GDR_NONE;
+    }
+    if (in->path != GX_TOPO_PATH_UNKNOWN && in->path > in->level) {
+        snprintf(why, why_len, "%s: GPUDirect RDMA off: the GPU-to-NIC path is %s, farther "
+                 "than GX_NET_GDR_LEVEL=%s", nic, gx_gpu_path_name(in->path),
+                 gx_gpu_path_name(in->level));
+        return GX_GDR_NONE;
+    }
+    char path_note[64];
+    if (in->path == GX_TOPO_PATH_UNKNOWN)
+        snprintf(path_note, sizeof(path_note), " (path class unknown)");
+    else
+        snprintf(path_note, sizeof(path_note), " (path %s, GX_NET_GDR_LEVEL=%s)",
+                 gx_gpu_path_name(in->path), gx_gpu_path_name(in->level));
+    if (in->dmabuf == 1) {
+        snprintf(why, why_len, "%s: GPUDirect RDMA with dmabuf (ibv_reg_dmabuf_mr supported)%s",
+                 nic, path_note);
+        return GX_GDR_DMABUF;
+    }
+    if (in->peermem) {
+        snprintf(why, why_len, "%s: GPUDirect RDMA with nvidia-peermem (%s; dmabuf %s)%s", nic,
+                 in->peermem_why, in->dmabuf == 0 ? "unsupported" : "not probed", path_note);
+        return GX_GDR_PEERMEM;
+    }
+    snprintf(why, why_len, "%s: GPUDirect RDMA not usable: %s, and %s", nic,
+             in->dmabuf == 0 ? "no dmabuf support in the kernel/driver (ibv_reg_dmabuf_mr "
+                               "EOPNOTSUPP)"
+                             : "dmabuf support unknown",
+             in->peermem_why);
+    return GX_GDR_NONE;
+}
+
 enum gx_gdr_method gx_gdr_decide(const struct gx_gdr_nic *nic, char *why, size_t why_len)
 {
     char drv[160], peer[96];
-    if (!gx_gpu_driver_available(drv, sizeof(drv))) {
-        snprintf(why, why_len, "%s: GPUDirect RDMA not usable: %s", nic->name, drv);
-        return GX_GDR_NONE;
+    struct gx_gdr_inputs in = { .nic = nic->name, .path = nic->path, .dmabuf = nic->dmabuf,
+                                .driver_why = drv, .peermem_why = peer };
+    in.driver = gx_gpu_driver_available(drv, sizeof(drv));
+    if (in.driver) {
+        in.level_valid = gx_gpu_gdr_level(&in.level) == GX_OK;
+        /* peermem is looked at only when dmabuf cannot be used */
+        in.peermem = nic->dmabuf != 1 && gx_gpu_peermem_loaded(peer, sizeof(peer));
     }
-    enum gx_topo_path level = GX_TOPO_PATH_PXB;
-    if (gx_gpu_gdr_level(&level) != GX_OK) {
-        snprintf(why, why_len, "%s: GPUDirect RDMA off: bad GX_NET_GDR_LEVEL", nic->name);
-        return GX_GDR_NONE;
-    }
-    if (nic->path != GX_TOPO_PATH_UNKNOWN && nic->path > level) {
-        snprintf(why, why_len, "%s: GPUDirect RDMA off: the GPU-to-NIC path is %s, farther "
-                 "than GX_NET_GDR_LEVEL=%s", nic->name, gx_gpu_path_name(nic->path),
-                 gx_gpu_path_name(level));
-        return GX_GDR_NONE;
-    }
-    if (level == GX_TOPO_PATH_SELF && nic->path != GX_TOPO_PATH_SELF) {
-        snprintf(why, why_len, "%s: GPUDirect RDMA off: GX_NET_GDR_LEVEL=LOC", nic->name);
-        return GX_GDR_NONE;
-    }
-    const char *path_note = nic->path == GX_TOPO_PATH_UNKNOWN ? " (path class unknown)" : "";
-    if (nic->dmabuf == 1) {
-        snprintf(why, why_len, "%s: GPUDirect RDMA with dmabuf (ibv_reg_dmabuf_mr supported)%s",
-                 nic->name, path_note);
-        return GX_GDR_DMABUF;
-    }
-    if (gx_gpu_peermem_loaded(peer, sizeof(peer))) {
-        snprintf(why, why_len, "%s: GPUDirect RDMA with nvidia-peermem (%s; dmabuf %s)%s",
-                 nic->name, peer, nic->dmabuf == 0 ? "unsupported" : "not probed", path_note);
-        return GX_GDR_PEERMEM;
-    }
-    snprintf(why, why_len, "%s: GPUDirect RDMA not usable: %s, and %s", nic->name,
-             nic->dmabuf == 0 ? "no dmabuf support in the kernel/driver (ibv_reg_dmabuf_mr "
-                                "EOPNOTSUPP)"
-                              : "dmabuf support unknown",
-             peer);
-    return GX_GDR_NONE;
+    return gx_gdr_verdict(&in, why, why_len);
 }

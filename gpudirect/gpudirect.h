@@ -60,7 +60,27 @@ enum gx_gdr_method {
     GX_GDR_PEERMEM = 2 /* ibv_reg_mr on the device pointer (nvidia-peermem) */
 };
 
-/** Decide the method for `nic` and explain it in `why` (one line). */
+/** Decide the method for `nic` and explain it in `why` (one line): gathers
+ *  the driver, GX_NET_GDR_LEVEL and peermem facts, then gx_gdr_verdict(). */
 enum gx_gdr_method gx_gdr_decide(const struct gx_gdr_nic *nic, char *why, size_t why_len);
+
+/** Every fact the verdict depends on, so a test can give any combination. */
+struct gx_gdr_inputs {
+    const char *nic;           /* "mlx5_0:1" */
+    bool driver;               /* a CUDA driver with a GPU */
+    const char *driver_why;    /* why not, when !driver */
+    bool level_valid;          /* GX_NET_GDR_LEVEL parsed */
+    enum gx_topo_path level;   /* farthest path allowed */
+    enum gx_topo_path path;    /* GPU to NIC; GX_TOPO_PATH_UNKNOWN when not known */
+    int dmabuf;                /* 1 yes, 0 no, -1 unknown */
+    bool peermem;              /* nvidia-peermem loaded */
+    const char *peermem_why;   /* what was checked */
+};
+
+/** The decision table, pure: no driver -> none; bad level -> none; level LOC
+ *  -> none unless the path is SELF; a known path farther than the level ->
+ *  none; else dmabuf when supported, else peermem when loaded, else none.
+ *  An unknown path is allowed (gx built without hwloc) and said so. */
+enum gx_gdr_method gx_gdr_verdict(const struct gx_gdr_inputs *in, char *why, size_t why_len);
 
 #endif
