@@ -97,8 +97,10 @@ struct gx_fab_domain_attr {
     const char *job_key;   /* authenticates every connection; NULL = GX_JOB_KEY */
     int rank;              /* this process's rank (logs, handshake); -1 unknown */
     const char *device;    /* provider device name; NULL = provider's choice */
+    enum gx_topo_path gpu_path; /* this rank's GPU to `device` (GPUDirect verdict) */
 };
-#define GX_FAB_DOMAIN_ATTR_INIT { sizeof(struct gx_fab_domain_attr), NULL, -1, NULL }
+#define GX_FAB_DOMAIN_ATTR_INIT \
+    { sizeof(struct gx_fab_domain_attr), NULL, -1, NULL, GX_TOPO_PATH_UNKNOWN }
 
 struct gx_fab_conn_param {
     size_t size;           /* sizeof(struct gx_fab_conn_param) */

@@ -11,6 +11,9 @@
  *                     side channel that stays open for liveness
  *   verbs_data.c      posts, receiver-driven flow control, completions
  *   verbs_errors.c    work-completion and async errors -> gx status + hint
+ *   verbs_gdr.c       the GPUDirect verdict of a domain (with the topology's
+ *                     GPU-to-NIC path class), GX_IB_GDR_FLUSH
+ *   verbs_flush.c     the flush READ after GPU-destined receives
  *
  * Must not touch: anything above the fabric layer. Uses topology's
  * GX_IB_HCA filter and the gpudirect leaf service (both below fabric).
@@ -145,6 +148,10 @@ struct verbs_domain {
     struct { uint32_t qpn; int type; } async_seen[16]; /* recent QP async events */
     unsigned async_next;
     int dmabuf;                    /* 1 supported, 0 not, -1 not probed */
+    enum gx_topo_path gpu_path;    /* this rank's GPU to this port (attr->gpu_path) */
+    int gdr_method;                /* enum gx_gdr_method, -1 not decided yet */
+    char gdr_why[320];             /* the verdict, for errors */
+    int flush_mode;                /* enum verbs_flush_mode (GX_IB_GDR_FLUSH) */
 };
 
 struct verbs_cq {
@@ -163,6 +170,7 @@ enum verbs_wr_type {
     WR_CTRL = 1,     /* cts write, fin write, payload write */
     WR_SIGNALED = 2, /* flag: this WR was signaled (a sig record exists) */
     WR_RECV = 4,
+    WR_FLUSH = 8,    /* a flush READ on the endpoint's loopback QP */
 };
 
 struct verbs_sig {
@@ -200,6 +208,8 @@ void verbs_qp_destroy(struct verbs_ep *ep, struct verbs_qp *q);
 /** Post receive WQEs until rq_out == rq_depth (batched, one doorbell). */
 int verbs_qp_fill_rq(struct verbs_ep *ep, struct verbs_qp *q);
 struct verbs_qp *verbs_qp_lookup(struct verbs_domain *dom, uint64_t wr_id);
+/** Give `q` a slot in the domain's wr_id table (verbs_qp_create does). */
+int verbs_qp_table_add(struct verbs_domain *dom, struct verbs_qp *q);
 
 /* ---------------------------------------------------------------------------
  * endpoint (verbs_cm.c, verbs_data.c)
@@ -217,7 +227,10 @@ struct verbs_txop {
     bool trunc;         /* sent as a TRUNC fin: fails when it completes */
     uint64_t peer_len;  /* TRUNC: the receive the peer posted */
     struct gx_fab_rcache_entry *rce;
+    bool flush_target;  /* write_imm: the target's owner flushes after it */
 };
+
+enum verbs_flush_state { FLUSH_NONE = 0, FLUSH_POSTED = 1, FLUSH_DONE = 2 };
 
 struct verbs_rxslot {
     uint64_t context;
@@ -227,6 +240,8 @@ struct verbs_rxslot {
     uint32_t rkey;
     uint8_t parts;      /* stripes arrived on QPs 1.. */
     bool fin;
+    bool flush_buf;     /* a send into `buf` must be flushed before completing */
+    uint8_t flush;      /* enum verbs_flush_state */
 };
 
 enum verbs_ep_state { VEP_CONNECTING, VEP_ESTABLISHED, VEP_ERROR };
@@ -260,6 +275,14 @@ struct verbs_ep {
     struct gx_verbs_fin *fin_out;
     struct ibv_mr *ring_out_mr;
     struct gx_verbs_conn peer;
+
+    /* flush after GPU-destined receives (verbs_flush.c): a QP connected to
+     * itself that RDMA-reads one byte of what arrived; qp NULL = no flush */
+    struct verbs_qp flush_qp;
+    void *flush_sink;             /* where the READs land (host, LOCAL_WRITE) */
+    struct ibv_mr *flush_sink_mr;
+    uint64_t *flush_fifo;         /* receive number of each READ, in post order */
+    uint64_t flush_posted, flush_done;
 
     struct verbs_txop *tx;        /* ring of depth */
     uint64_t tx_post, tx_issued, tx_done;
@@ -314,14 +337,38 @@ void verbs_cm_liveness(struct verbs_cq *cq);
 /** Tell the peer why we failed / that we close (best effort, non-blocking). */
 void verbs_cm_notify(struct verbs_ep *ep, int type, int status, int wc_status);
 void verbs_conn_fill(struct verbs_ep *ep, struct gx_verbs_conn *c, int type);
+/* verbs_gdr.c */
+enum verbs_flush_mode { VERBS_FLUSH_AUTO = 0, VERBS_FLUSH_ON = 1, VERBS_FLUSH_OFF = 2 };
+/** At domain open: the GPU path from `attr`, GX_IB_GDR_FLUSH. */
+int verbs_gdr_domain_init(struct verbs_domain *dom, const struct gx_fab_domain_attr *attr);
+/** The domain's GPUDirect method (decided once, dmabuf probed once). */
+int verbs_gdr_method(struct verbs_domain *dom);
+/** Path class from the nearest GPU to RDMA device `dev` (topology), or
+ *  GX_TOPO_PATH_UNKNOWN. For the gx-info report. */
+enum gx_topo_path verbs_gdr_nearest_gpu_path(const char *dev);
+/** Must a receive into memory of `type` be flushed before it completes? */
+bool verbs_flush_needed(const struct verbs_domain *dom, enum gx_fab_mem_type type);
+/** Does an endpoint of this domain need a flush QP at all? */
+bool verbs_flush_wanted(struct verbs_domain *dom);
+
+/* verbs_flush.c */
+/** Create the endpoint's loopback flush QP when the domain wants one. */
+int verbs_flush_open(struct verbs_ep *ep);
+void verbs_flush_close(struct verbs_ep *ep);
+/** Receive k has fully arrived: post its flush READ if it needs one. */
+void verbs_flush_arrived(struct verbs_ep *ep, uint64_t k);
+/** A completion of the flush QP; true when a receive may now complete. */
+bool verbs_flush_completed(struct verbs_ep *ep, struct verbs_qp *q, const struct ibv_wc *wc);
 
 /* verbs_mr.c */
 int verbs_mr_reg(struct gx_fab_domain *dom, void *addr, size_t len, enum gx_fab_mem_type type,
                  unsigned access, struct gx_fab_mr **out);
 int verbs_mr_dereg(struct gx_fab_mr *mr);
 int verbs_mr_pack_rkey(const struct gx_fab_mr *mr, struct gx_fab_rkey *out);
-/** The ibv access flags a registration with gx access `access` gets. */
-int verbs_access_flags(unsigned access, enum gx_fab_mem_type type);
+/** The ibv access flags a registration with gx access `access` gets;
+ *  `flush_read` adds REMOTE_READ to a remote-write target (the owner's
+ *  flush QP reads it, verbs_flush.c). */
+int verbs_access_flags(unsigned access, enum gx_fab_mem_type type, bool flush_read);
 int verbs_rcache_open(struct verbs_domain *dom);
 void verbs_rcache_close(struct verbs_domain *dom);
 /** lkey for a local source [buf, buf+len): from `mr` or the source cache. */
@@ -336,6 +383,7 @@ void verbs_key_put(struct verbs_domain *dom, struct gx_fab_rcache *rc,
 struct verbs_mr {
     struct gx_fab_mr base;
     struct ibv_mr *mr;
+    bool flush_read;    /* REMOTE_READ granted for the owner's flush READs */
 };
 
 /* verbs_errors.c */

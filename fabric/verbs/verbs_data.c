@@ -92,6 +92,13 @@ int verbs_ep_alloc(struct verbs_domain *dom, struct verbs_cq *cq, int nqps, uint
         }
         need += ep->qps[i].sq_depth + ep->qps[i].rq_depth;
     }
+    rc = verbs_flush_open(ep);
+    if (rc != GX_OK) {
+        for (int j = 0; j < nqps; j++)
+            verbs_qp_destroy(ep, &ep->qps[j]);
+        goto err_dereg;
+    }
+    need += ep->flush_qp.sq_depth;
     ep->credits = ep->qps[0].rq_depth - 64 < depth ? ep->qps[0].rq_depth - 64 : depth;
     for (int i = 1; i < nqps; i++)
         if (ep->qps[i].rq_depth - 64 < ep->credits)
@@ -121,6 +128,7 @@ int verbs_ep_alloc(struct verbs_domain *dom, struct verbs_cq *cq, int nqps, uint
     return GX_OK;
 
 err_destroy_qps:
+    verbs_flush_close(ep);
     for (int i = 0; i < nqps; i++)
         verbs_qp_destroy(ep, &ep->qps[i]);
 err_dereg:
@@ -139,6 +147,7 @@ err_free:
 void verbs_ep_free(struct verbs_ep *ep)
 {
     const struct gx_verbs_api *api = ep->dom->api;
+    verbs_flush_close(ep);
     for (int i = 0; i < ep->nqps; i++)
         verbs_qp_destroy(ep, &ep->qps[i]);
     api->dereg_mr(ep->ring_in_mr);
@@ -198,6 +207,7 @@ void verbs_ep_fail(struct verbs_ep *ep, int status, int prov_err, enum verbs_fai
     ep->error = status;
     for (int i = 0; i < ep->nqps; i++)
         verbs_qp_to_error(ep, &ep->qps[i]);
+    verbs_qp_to_error(ep, &ep->flush_qp);
     flush_all(ep, status, prov_err, first);
     verbs_cm_notify(ep, GX_VERBS_CTL_ERROR, status, prov_err);
 }
@@ -351,9 +361,14 @@ static void issue_tx(struct verbs_ep *ep)
         f->imm = op->imm;
         f->kind = kind;
         f->nparts = (uint8_t)used;
-        f->reserved = 0;
+        f->flags = 0;
         f->seq = seq32;
-        f->reserved2 = 0;
+        f->flush_rkey = 0;
+        if (kind == GX_VERBS_FIN_WRITE && op->flush_target && op->len) {
+            f->flags = GX_VERBS_FIN_FLUSH; /* the receiver reads our last byte back */
+            f->flush_addr = op->raddr + op->len - 1;
+            f->flush_rkey = op->rkey;
+        }
         if (post_write(ep, &ep->qps[0], f, sizeof(*f), ep->ring_out_mr->lkey,
                        ep->peer.fin_addr + (uint64_t)i * sizeof(*f), ep->peer.fin_rkey, &seq32, k,
                        true) != GX_OK)
@@ -404,8 +419,8 @@ static void complete_rx(struct verbs_ep *ep)
         uint32_t i = (uint32_t)(ep->rx_done % ep->depth);
         struct verbs_rxslot *r = &ep->rx[i];
         const struct gx_verbs_fin *f = &ep->fin_in[i];
-        if (!r->fin || r->parts < f->nparts)
-            return;
+        if (!r->fin || r->parts < f->nparts || r->flush == FLUSH_POSTED)
+            return; /* not all there, or its flush READ is in flight */
         struct gx_fab_cqe e = { .context = r->context, .ep = &ep->base, .op = GX_FAB_OP_RECV,
                                 .len = f->len };
         switch (f->kind) {
@@ -434,6 +449,7 @@ static void complete_rx(struct verbs_ep *ep)
         r->rce = NULL;
         r->fin = false;
         r->parts = 0;
+        r->flush = FLUSH_NONE;
         gx_fab_swcq_push(&ep->cq->sw, &e);
         ep->rx_done++;
     }
@@ -465,6 +481,7 @@ static void on_recv(struct verbs_ep *ep, struct verbs_qp *q, const struct ibv_wc
     } else {
         r->parts++;
     }
+    verbs_flush_arrived(ep, k);
     complete_rx(ep);
 }
 
@@ -474,6 +491,11 @@ void verbs_cq_process(struct verbs_cq *cq, const struct ibv_wc *wc)
     if (!q)
         return; /* a late completion of a destroyed QP */
     struct verbs_ep *ep = q->ep;
+    if (wc->wr_id & WR_FLUSH) {
+        if (verbs_flush_completed(ep, q, wc))
+            complete_rx(ep);
+        return;
+    }
     struct verbs_sig sig = { 0, NO_OP };
     if (wc->wr_id & WR_RECV) {
         q->rq_out--;
@@ -512,7 +534,7 @@ static inline int post_check(const struct verbs_ep *ep)
 
 static int post_tx(struct verbs_ep *ep, uint8_t fab_op, const void *buf, size_t len,
                    struct gx_fab_mr *mr, uint64_t tag, uint64_t raddr, uint32_t rkey,
-                   uint32_t imm, uint64_t context)
+                   bool flush_target, uint32_t imm, uint64_t context)
 {
     int rc = post_check(ep);
     if (rc != GX_OK)
@@ -533,6 +555,7 @@ static int post_tx(struct verbs_ep *ep, uint8_t fab_op, const void *buf, size_t 
     op->op = fab_op;
     op->pending = 0;
     op->trunc = false;
+    op->flush_target = flush_target;
     ep->tx_post++;
     issue_tx(ep);
     return GX_OK;
@@ -541,7 +564,8 @@ static int post_tx(struct verbs_ep *ep, uint8_t fab_op, const void *buf, size_t 
 int verbs_post_send(struct gx_fab_ep *base, const void *buf, size_t len, struct gx_fab_mr *mr,
                     uint64_t tag, uint64_t context)
 {
-    return post_tx((struct verbs_ep *)base, GX_FAB_OP_SEND, buf, len, mr, tag, 0, 0, 0, context);
+    return post_tx((struct verbs_ep *)base, GX_FAB_OP_SEND, buf, len, mr, tag, 0, 0, false, 0,
+                   context);
 }
 
 int verbs_post_write_imm(struct gx_fab_ep *base, const void *buf, size_t len, struct gx_fab_mr *mr,
@@ -566,7 +590,8 @@ int verbs_post_write_imm(struct gx_fab_ep *base, const void *buf, size_t len, st
     if (len && !(k.access & GX_FAB_ACCESS_REMOTE_WRITE))
         return gx_fail(GX_EINVAL, GX_SUB_FABRIC, "verbs: %s: the target registration has no "
                        "remote write access", ep->base.name);
-    return post_tx(ep, GX_FAB_OP_WRITE_IMM, buf, len, mr, 0, raddr, k.rkey, imm, context);
+    return post_tx(ep, GX_FAB_OP_WRITE_IMM, buf, len, mr, 0, raddr, k.rkey,
+                   (k.access & GX_VERBS_RKEY_FLUSH) != 0, imm, context);
 }
 
 int verbs_post_recv(struct gx_fab_ep *base, void *buf, size_t len, struct gx_fab_mr *mr,
@@ -587,6 +612,10 @@ int verbs_post_recv(struct gx_fab_ep *base, void *buf, size_t len, struct gx_fab
     r->len = len;
     r->fin = false;
     r->parts = 0;
+    r->flush = FLUSH_NONE;
+    /* The registration the peer writes through says whether it is flushed. */
+    const struct verbs_mr *dst = r->rce ? gx_fab_rcache_handle(r->rce) : (struct verbs_mr *)mr;
+    r->flush_buf = buf && len && dst && dst->flush_read;
     ep->rx_post++;
     issue_cts(ep);
     return GX_OK;
@@ -598,7 +627,7 @@ static bool qps_quiet(const struct verbs_ep *ep)
     for (int i = 0; i < ep->nqps; i++)
         if (ep->qps[i].qp && (ep->qps[i].rq_out || ep->qps[i].sig_head != ep->qps[i].sig_tail))
             return false;
-    return true;
+    return !ep->flush_qp.qp || ep->flush_posted == ep->flush_done;
 }
 
 void verbs_ep_close(struct gx_fab_ep *base)
@@ -611,6 +640,7 @@ void verbs_ep_close(struct gx_fab_ep *base)
         ep->error = GX_EABORTED;
         for (int i = 0; i < ep->nqps; i++)
             verbs_qp_to_error(ep, &ep->qps[i]);
+        verbs_qp_to_error(ep, &ep->flush_qp);
         flush_all(ep, GX_EABORTED, 0, FAIL_NONE);
     }
     /* Let the hardware flush this endpoint's WQEs before its QPs go, so the

@@ -351,7 +351,8 @@ int gx_verbs_gdr_report(char *out, size_t len)
         for (int p = 1; p <= nports && off < len; p++) {
             char nic[80], why[384];
             snprintf(nic, sizeof(nic), "%s:%d", name, p);
-            struct gx_gdr_nic g = { .name = nic, .dmabuf = dmabuf, .path = GX_TOPO_PATH_UNKNOWN };
+            struct gx_gdr_nic g = { .name = nic, .dmabuf = dmabuf,
+                                    .path = verbs_gdr_nearest_gpu_path(name) };
             gx_gdr_decide(&g, why, sizeof(why));
             off += (size_t)snprintf(out + off, len - off, "%s\n", why);
         }

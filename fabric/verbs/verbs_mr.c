@@ -3,7 +3,9 @@
  * narrowest access it needs:
  *   send / write sources       0 (the HCA only reads them: local read is implicit)
  *   receive targets            LOCAL_WRITE | REMOTE_WRITE (peers RDMA-write them)
- *   REMOTE_READ                only when the caller asks (a flush or a read)
+ *   REMOTE_READ                only when the caller asks, or on a receive
+ *                              target that is flushed (GPU memory with
+ *                              GX_IB_GDR_FLUSH=auto, every one with =on)
  * Buffers posted without a registration go through two registration caches
  * (one per access class), so repeated collectives register once. Device
  * memory is registered with ibv_reg_dmabuf_mr or, with nvidia-peermem, with
@@ -20,45 +22,21 @@
 #include "fabric/verbs/verbs.h"
 #include "gpudirect/gpudirect.h"
 
-int verbs_access_flags(unsigned access, enum gx_fab_mem_type type)
+int verbs_access_flags(unsigned access, enum gx_fab_mem_type type, bool flush_read)
 {
     int f = 0;
     if (access & GX_FAB_ACCESS_REMOTE_WRITE)
         f |= IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE; /* the spec ties them */
-    if (access & GX_FAB_ACCESS_REMOTE_READ)
+    if ((access & GX_FAB_ACCESS_REMOTE_READ) ||
+        (flush_read && (access & GX_FAB_ACCESS_REMOTE_WRITE)))
         f |= IBV_ACCESS_REMOTE_READ;
     (void)type;
     return f;
 }
 
-/* Probe once per domain: ibv_reg_dmabuf_mr with fd -1 fails with EOPNOTSUPP
- * where the kernel/driver has no dmabuf support, and with EBADF (or similar)
- * where it has. */
-static int dmabuf_probe(struct verbs_domain *dom)
-{
-    if (dom->dmabuf >= 0)
-        return dom->dmabuf;
-    if (!dom->api->reg_dmabuf_mr) {
-        dom->dmabuf = 0;
-        return 0;
-    }
-    errno = 0;
-    struct ibv_mr *mr = dom->api->reg_dmabuf_mr(dom->pd, 0, 4096, 0, -1, 0);
-    if (mr) {
-        dom->api->dereg_mr(mr);
-        dom->dmabuf = 1;
-    } else {
-        dom->dmabuf = errno == EOPNOTSUPP || errno == EPROTONOSUPPORT ? 0 : 1;
-    }
-    return dom->dmabuf;
-}
-
 static struct ibv_mr *reg_device(struct verbs_domain *dom, void *addr, size_t len, int flags)
 {
-    char why[320];
-    struct gx_gdr_nic nic = { .name = dom->port.dev, .dmabuf = dmabuf_probe(dom),
-                              .path = GX_TOPO_PATH_UNKNOWN };
-    switch (gx_gdr_decide(&nic, why, sizeof(why))) {
+    switch (verbs_gdr_method(dom)) {
     case GX_GDR_DMABUF: {
         int fd;
         uint64_t off;
@@ -74,7 +52,8 @@ static struct ibv_mr *reg_device(struct verbs_domain *dom, void *addr, size_t le
     case GX_GDR_PEERMEM:
         return dom->api->reg_mr(dom->pd, addr, len, flags);
     default:
-        gx_fail(GX_EUNSUPPORTED, GX_SUB_FABRIC, "verbs: cannot register device memory: %s", why);
+        gx_fail(GX_EUNSUPPORTED, GX_SUB_FABRIC, "verbs: cannot register device memory: %s",
+                dom->gdr_why);
         errno = EOPNOTSUPP;
         return NULL;
     }
@@ -90,7 +69,10 @@ int verbs_mr_reg(struct gx_fab_domain *base, void *addr, size_t len, enum gx_fab
     struct verbs_mr *m = calloc(1, sizeof(*m));
     if (!m)
         return gx_fail(GX_ENOMEM, GX_SUB_FABRIC, "verbs: mr_reg: out of memory");
-    int flags = verbs_access_flags(access, type);
+    /* A remote-write target that will be flushed is read back by our own
+     * flush QP: remote read on exactly those registrations. */
+    m->flush_read = (access & GX_FAB_ACCESS_REMOTE_WRITE) && verbs_flush_needed(dom, type);
+    int flags = verbs_access_flags(access, type, m->flush_read);
     /* A zero-length registration still yields keys: register one byte. */
     void *raddr = addr ? addr : (void *)m;
     size_t rlen = len ? len : 1;
@@ -134,7 +116,7 @@ int verbs_mr_pack_rkey(const struct gx_fab_mr *base, struct gx_fab_rkey *out)
     struct gx_verbs_rkey k = {
         .magic = GX_VERBS_RKEY_MAGIC,
         .rkey = m->mr->rkey,
-        .access = base->access,
+        .access = base->access | (m->flush_read ? GX_VERBS_RKEY_FLUSH : 0),
         .base = (uint64_t)(uintptr_t)base->addr,
         .len = base->len,
     };

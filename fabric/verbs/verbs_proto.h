@@ -82,10 +82,15 @@ _Static_assert(sizeof(struct gx_verbs_ctl) == 16, "ctl layout");
 /* Packed remote key: the same 32-byte shape as the software providers'
  * keys (base at byte 16, length at byte 24), so the initiator can refuse an
  * out-of-range write before posting it. The HCA checks rkey and range again. */
+/* In gx_verbs_rkey.access beside enum gx_fab_access: the owner flushes
+ * after writes into this registration (GPU memory, or GX_IB_GDR_FLUSH=on),
+ * so a writer's fin must say where it wrote. */
+#define GX_VERBS_RKEY_FLUSH 0x80000000u
+
 struct gx_verbs_rkey {
     uint32_t magic;
     uint32_t rkey;
-    uint32_t access;     /* enum gx_fab_access of the registration */
+    uint32_t access;     /* enum gx_fab_access of the registration | GX_VERBS_RKEY_FLUSH */
     uint32_t reserved;
     uint64_t base;
     uint64_t len;
@@ -115,21 +120,30 @@ enum gx_verbs_fin_kind {
     GX_VERBS_FIN_TRUNC = 3, /* a send larger than the posted receive: not written */
 };
 
+#define GX_VERBS_FIN_FLUSH 0x01 /* flags: WRITE into a flushed registration */
+
 /*
  * Fin: describes message k. Written with RDMA WRITE WITH IMMEDIATE (imm = k)
  * into slot k % depth of the receiver's fin ring, on QP 0, after the
  * payload; stripes on QPs 1.. end with a WRITE WITH IMMEDIATE of their own
  * (imm = k) and are counted against `nparts`.
+ * A WRITE with GX_VERBS_FIN_FLUSH names the last byte it wrote and the key
+ * the receiver gave for it, so the receiver can RDMA-read that byte back
+ * (the flush after GPU-destined writes, verbs_flush.c). Receivers that do
+ * not know the flag ignore it: the fields were reserved (zero) before.
  */
 struct gx_verbs_fin {
     uint64_t len;
-    uint64_t tag;
+    union {
+        uint64_t tag;        /* SEND: the sender's tag */
+        uint64_t flush_addr; /* WRITE with GX_VERBS_FIN_FLUSH: last byte written */
+    };
     uint32_t imm;
     uint16_t kind;     /* enum gx_verbs_fin_kind */
     uint8_t nparts;    /* stripes on other QPs */
-    uint8_t reserved;
+    uint8_t flags;     /* GX_VERBS_FIN_FLUSH */
     uint32_t seq;      /* k (low 32 bits) */
-    uint32_t reserved2;
+    uint32_t flush_rkey; /* WRITE with GX_VERBS_FIN_FLUSH: the receiver's rkey */
 };
 _Static_assert(sizeof(struct gx_verbs_fin) == 32, "fin layout");
 

@@ -30,6 +30,8 @@ static int verbs_domain_open(const struct gx_fab_provider *prov,
     dom->api = api;
     dom->dmabuf = -1;
     int rc = gx_verbs_settings_read(&dom->set);
+    if (rc == GX_OK)
+        rc = verbs_gdr_domain_init(dom, attr);
     if (rc != GX_OK)
         goto err_free;
     if (dom->set.cm_rdmacm) {

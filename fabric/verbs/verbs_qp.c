@@ -18,7 +18,7 @@
 #define VERBS_RQ_BATCH 32
 #define VERBS_MAX_INLINE 64
 
-static int table_add(struct verbs_domain *dom, struct verbs_qp *q)
+int verbs_qp_table_add(struct verbs_domain *dom, struct verbs_qp *q)
 {
     uint32_t s = 0;
     while (s < dom->nqptab && dom->qptab[s])
@@ -91,7 +91,7 @@ int verbs_qp_create(struct verbs_ep *ep, struct verbs_qp *q, int index)
                        q->sq_depth, q->rq_depth, dom->port.dev, strerror(err));
     }
     dom->max_inline = ia.cap.max_inline_data;
-    int rc = table_add(dom, q);
+    int rc = verbs_qp_table_add(dom, q);
     if (rc != GX_OK)
         goto err_destroy;
     uint32_t psn;

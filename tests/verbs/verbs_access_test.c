@@ -15,6 +15,13 @@
  *   - every posted local key (non-inline) names a read-only registration;
  *   - every posted remote (rkey, address, length) lies inside a peer
  *     registration with remote write, and nowhere else.
+ * With GX_IB_GDR_FLUSH=on (the flush READ after receives, tested on host
+ * memory) remote read appears exactly where the flush needs it:
+ *   - one QP per endpoint (the loopback flush QP) allows remote read only;
+ *   - receive buffers and write targets are LOCAL_WRITE|REMOTE_WRITE|
+ *     REMOTE_READ, the READs' sink is LOCAL_WRITE, nothing else reads;
+ *   - every posted READ reads one byte of one of our own remote-read
+ *     registrations into the LOCAL_WRITE sink.
  */
 #include <string.h>
 
@@ -46,7 +53,8 @@ static struct gx_verbs_api orig;
 static int (*orig_post_send)(struct ibv_qp *, struct ibv_send_wr *, struct ibv_send_wr **);
 static struct regtab regs;
 static struct post posts[MAXPOST];
-static int nposts, nqp_access, bad_qp_access;
+static int nposts, nqp_access, bad_qp_access, nqp_read;
+static bool flush_on;
 
 static struct ibv_mr *rec_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int access)
 {
@@ -61,7 +69,9 @@ static int rec_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 {
     if (mask & IBV_QP_ACCESS_FLAGS) {
         nqp_access++;
-        if ((int)a->qp_access_flags != IBV_ACCESS_REMOTE_WRITE)
+        if (flush_on && (int)a->qp_access_flags == IBV_ACCESS_REMOTE_READ)
+            nqp_read++; /* the flush QP */
+        else if ((int)a->qp_access_flags != IBV_ACCESS_REMOTE_WRITE)
             bad_qp_access++;
     }
     return orig.modify_qp(qp, a, mask);
@@ -103,9 +113,13 @@ static void dump(const char *what, const struct regtab *t)
 }
 
 #define LWRW (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE)
+#define LWRWRR (LWRW | IBV_ACCESS_REMOTE_READ)
 
 static int t_access(struct fab_ctx *c)
 {
+    const char *fl = getenv("GX_IB_GDR_FLUSH");
+    flush_on = fl && strcmp(fl, "on") == 0;
+    const int rx = flush_on ? LWRWRR : LWRW; /* receive targets */
     struct gx_verbs_api *api = gx_verbs_api_mutable();
     FAB_CHECK(api != NULL, "verbs library not loaded");
     orig = *api;
@@ -148,22 +162,39 @@ static int t_access(struct fab_ctx *c)
     /* local checks */
     FAB_CHECK(nqp_access > 0 && bad_qp_access == 0, "%d of %d QP transitions set access "
               "flags other than REMOTE_WRITE", bad_qp_access, nqp_access);
+    FAB_CHECK(nqp_read == (flush_on ? 1 : 0), "%d QPs allow remote read (expected %d: the "
+              "flush QP)", nqp_read, flush_on ? 1 : 0);
+    int sinks = 0;
     for (int i = 0; i < regs.n; i++) {
         int a = regs.r[i].access;
-        FAB_CHECK(a == 0 || a == LWRW, "registration %d (%llu bytes) has access 0x%x", i,
+        sinks += a == IBV_ACCESS_LOCAL_WRITE;
+        FAB_CHECK(a == 0 || a == LWRW || (flush_on && (a == LWRWRR ||
+                                                      a == IBV_ACCESS_LOCAL_WRITE)),
+                  "registration %d (%llu bytes) has access 0x%x", i,
                   (unsigned long long)regs.r[i].len, a);
     }
+    FAB_CHECK(sinks == (flush_on ? 1 : 0), "%d LOCAL_WRITE registrations (flush sinks)", sinks);
     const struct reg *r;
     (void)r;
     FAB_CHECK(find(&regs, (uintptr_t)sbuf, small, 0, 0), "small send source");
     FAB_CHECK(find(&regs, (uintptr_t)bbuf, big, 0, 0), "big send source");
     FAB_CHECK(find(&regs, (uintptr_t)wsrc, wlen, 0, 0), "write source");
-    FAB_CHECK(find(&regs, (uintptr_t)rs, small, 0, LWRW), "small receive");
-    FAB_CHECK(find(&regs, (uintptr_t)rb, big, 0, LWRW), "big receive");
-    FAB_CHECK(find(&regs, (uintptr_t)wdst, wlen, 0, LWRW), "write target");
-    int writes = 0, withimm = 0, inl = 0;
+    FAB_CHECK(find(&regs, (uintptr_t)rs, small, 0, rx), "small receive");
+    FAB_CHECK(find(&regs, (uintptr_t)rb, big, 0, rx), "big receive");
+    FAB_CHECK(find(&regs, (uintptr_t)wdst, wlen, 0, rx), "write target");
+    int writes = 0, withimm = 0, inl = 0, reads = 0;
     for (int i = 0; i < nposts; i++) {
         const struct post *p = &posts[i];
+        if (flush_on && p->opcode == IBV_WR_RDMA_READ) {
+            reads++;
+            r = find(&regs, p->raddr, 1, p->rkey, LWRWRR);
+            FAB_CHECK(r && p->llen == 1, "READ %d: 0x%llx+%llu with key 0x%x is not one byte of "
+                      "our remote-read registration", i, (unsigned long long)p->raddr,
+                      (unsigned long long)p->llen, p->rkey);
+            r = find(&regs, p->laddr, 1, p->lkey, IBV_ACCESS_LOCAL_WRITE);
+            FAB_CHECK(r, "READ %d does not land in the LOCAL_WRITE sink", i);
+            continue;
+        }
         FAB_CHECK(p->opcode == IBV_WR_RDMA_WRITE || p->opcode == IBV_WR_RDMA_WRITE_WITH_IMM,
                   "post %d: opcode %d (only RDMA writes are expected)", i, p->opcode);
         writes++;
@@ -183,19 +214,22 @@ static int t_access(struct fab_ctx *c)
     const struct regtab *peer = &all[1 - c->rank];
     for (int i = 0; i < nposts; i++) {
         const struct post *p = &posts[i];
-        if (p->llen == 0)
+        if (p->llen == 0 || p->opcode == IBV_WR_RDMA_READ)
             continue;
         const struct reg *pr = find(peer, p->raddr, p->llen, p->rkey, -1);
-        if (!pr || pr->access != LWRW)
+        if (!pr || (pr->access != LWRW && !(flush_on && pr->access == LWRWRR)))
             dump("peer", peer);
-        FAB_CHECK(pr && pr->access == LWRW, "post %d: remote key 0x%x at "
+        FAB_CHECK(pr && (pr->access == LWRW || (flush_on && pr->access == LWRWRR)), "post %d: remote key 0x%x at "
                   "0x%llx+%llu is not a peer remote-write registration (found access %d)", i,
                   p->rkey, (unsigned long long)p->raddr, (unsigned long long)p->llen,
                   pr ? pr->access : -1);
     }
+    /* flush: the small and big receives and the write target, each read once */
+    FAB_CHECK(reads == (flush_on ? 3 : 0), "%d flush READs posted (expected %d)", reads,
+              flush_on ? 3 : 0);
     fprintf(stderr, "rank %d: %d registrations, %d RDMA writes (%d with immediate, %d inline), "
-            "%d QP access settings: all narrowest\n", c->rank, regs.n, writes, withimm, inl,
-            nqp_access);
+            "%d flush READs, %d QP access settings: all narrowest\n", c->rank, regs.n, writes,
+            withimm, inl, reads, nqp_access);
     free(all);
     FAB_OK(gx_fab_mr_dereg(src_mr));
     FAB_OK(gx_fab_mr_dereg(dst_mr));
