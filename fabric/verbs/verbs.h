@@ -11,6 +11,7 @@
  *                     side channel that stays open for liveness
  *   verbs_data.c      posts, receiver-driven flow control, completions
  *   verbs_errors.c    work-completion and async errors -> gx status + hint
+ *   verbs_rdmacm*.c   optional librdmacm connection path (verbs_rdmacm.h)
  *   verbs_gdr.c       the GPUDirect verdict of a domain (with the topology's
  *                     GPU-to-NIC path class), GX_IB_GDR_FLUSH
  *   verbs_flush.c     the flush READ after GPU-destined receives
@@ -148,6 +149,7 @@ struct verbs_domain {
     struct { uint32_t qpn; int type; } async_seen[16]; /* recent QP async events */
     unsigned async_next;
     int dmabuf;                    /* 1 supported, 0 not, -1 not probed */
+    struct verbs_rdmacm_dom *rdmacm; /* GX_IB_CM=rdmacm: event channel, cm's context */
     enum gx_topo_path gpu_path;    /* this rank's GPU to this port (attr->gpu_path) */
     int gdr_method;                /* enum gx_gdr_method, -1 not decided yet */
     char gdr_why[320];             /* the verdict, for errors */
@@ -251,6 +253,7 @@ enum verbs_cm_stage {
     CM_CHALLENGE,  /* connector: reading the challenge */
     CM_PROOF,      /* connector: reading the acceptor's proof */
     CM_REP,        /* connector: reading the acceptor's QPs */
+    CM_RDMACM,     /* connector: GX_IB_CM=rdmacm connecting the QPs */
     CM_DONE,
 };
 
@@ -299,6 +302,7 @@ struct verbs_ep {
     struct gx_sockaddr peer_sa;
     char peer_host[64];
     bool bye_sent;
+    struct verbs_rdmacm_ep *rdmacm; /* GX_IB_CM=rdmacm: the QPs' CM ids */
 };
 
 /* verbs_data.c */
@@ -337,6 +341,9 @@ void verbs_cm_liveness(struct verbs_cq *cq);
 /** Tell the peer why we failed / that we close (best effort, non-blocking). */
 void verbs_cm_notify(struct verbs_ep *ep, int type, int status, int wc_status);
 void verbs_conn_fill(struct verbs_ep *ep, struct gx_verbs_conn *c, int type);
+/* verbs_rdmacm.c: disconnect and destroy an endpoint's CM ids (no-op on the
+ * TCP path); called by verbs_ep_free before the QPs are destroyed. */
+void verbs_rdmacm_ep_release(struct verbs_ep *ep);
 /* verbs_gdr.c */
 enum verbs_flush_mode { VERBS_FLUSH_AUTO = 0, VERBS_FLUSH_ON = 1, VERBS_FLUSH_OFF = 2 };
 /** At domain open: the GPU path from `attr`, GX_IB_GDR_FLUSH. */

@@ -30,6 +30,7 @@
 #include "common/log.h"
 #include "fabric/fabric_sock.h"
 #include "fabric/verbs/verbs.h"
+#include "fabric/verbs/verbs_rdmacm.h"
 
 struct verbs_half {
     struct gx_fab_sock_half s; /* first: the entry of a gx_fab_sock_pending table */
@@ -44,6 +45,8 @@ struct verbs_listener {
     struct verbs_domain *dom;
     int fd;
     struct gx_fab_sock_pending half; /* of struct verbs_half */
+    struct verbs_rdmacm_listen *cm;  /* GX_IB_CM=rdmacm: the CM's listener */
+    uint16_t cm_port;
 };
 
 static struct verbs_half *half_at(struct verbs_listener *l, int i)
@@ -100,6 +103,9 @@ void verbs_conn_fill(struct verbs_ep *ep, struct gx_verbs_conn *c, int type)
     c->fin_addr = (uint64_t)(uintptr_t)ep->fin_in;
     c->cts_rkey = ep->ring_in_mr->rkey;
     c->fin_rkey = ep->ring_in_mr->rkey;
+    /* GX_IB_CM=rdmacm: REQ says so (1), REP carries the CM listener's port. */
+    if (type == GX_VERBS_CONN_REQ)
+        c->reserved = dom->set.cm_rdmacm ? 1 : 0;
 }
 
 static int conn_check(struct verbs_domain *dom, const struct gx_verbs_conn *c, int type,
@@ -119,6 +125,10 @@ static int conn_check(struct verbs_domain *dom, const struct gx_verbs_conn *c, i
                        c->link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand",
                        dom->port.attr.link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand",
                        dom->port.dev, dom->port.port);
+    if ((c->reserved != 0) != (dom->set.cm_rdmacm != 0))
+        return gx_fail(GX_ECONNECT, GX_SUB_FABRIC, "verbs: %s connects QPs with GX_IB_CM=%s, "
+                       "this rank with GX_IB_CM=%s: set the same GX_IB_CM on every rank", who,
+                       c->reserved ? "rdmacm" : "tcp", dom->set.cm_rdmacm ? "rdmacm" : "tcp");
     return GX_OK;
 }
 
@@ -165,6 +175,14 @@ int verbs_listen(struct gx_fab_domain *base, struct gx_fab_cq *cq, struct gx_fab
     l->base.dom = base;
     l->base.cq = cq;
     l->dom = dom;
+    if (dom->set.cm_rdmacm) {
+        rc = verbs_rdmacm_listen(dom, &l->base, &l->cm, &l->cm_port);
+        if (rc != GX_OK) {
+            close(l->fd);
+            free(l);
+            return rc;
+        }
+    }
     *out = &l->base;
     return GX_OK;
 }
@@ -188,6 +206,7 @@ void verbs_listener_close(struct gx_fab_listener *base)
     close(l->fd);
     while (l->half.n)
         drop_half(l, 0, true);
+    verbs_rdmacm_listen_close(l->cm);
     gx_fab_sock_pending_free(&l->half);
     free(l);
 }
@@ -212,11 +231,12 @@ static int accept_req(struct verbs_listener *l, struct verbs_half *h)
     ep->peer_sa = h->s.from;
     ep->base.peer_rank = h->s.auth.hello.rank;
     ep_name(ep, ep->base.peer_rank);
-    rc = bring_up(ep);
+    rc = l->cm ? GX_OK : bring_up(ep); /* rdmacm: at the CM's connect request */
     if (rc != GX_OK)
         return rc;
     struct gx_verbs_conn rep;
     verbs_conn_fill(ep, &rep, GX_VERBS_CONN_REP);
+    rep.reserved = l->cm_port;
     ep_name(ep, ep->base.peer_rank);
     if (send_small(h->s.fd, &rep, sizeof(rep)) != GX_OK)
         return gx_fail(GX_EPEER, GX_SUB_FABRIC, "verbs: %s closed during set-up", ep->base.name);
@@ -230,6 +250,8 @@ int verbs_accept(struct gx_fab_listener *base, struct gx_fab_ep **out)
     int rc = gx_fab_sock_accept_new("verbs", l->fd, &l->dom->key, &l->half);
     if (rc != GX_OK)
         return rc;
+    if (l->cm)
+        verbs_rdmacm_pump(l->dom);
     for (int i = 0; i < l->half.n;) {
         struct verbs_half *h = half_at(l, i);
         rc = GX_INPROGRESS;
@@ -256,12 +278,25 @@ int verbs_accept(struct gx_fab_listener *base, struct gx_fab_ep **out)
                 h->got = 0;
             }
         }
+        if (h->stage == 2 && l->cm) {
+            int cm = verbs_rdmacm_accepted(h->ep);
+            if (cm != GX_OK && cm != GX_INPROGRESS) {
+                drop_half(l, i, true); /* logged by the CM path */
+                continue;
+            }
+        }
         if (h->stage == 2) {
             rc = read_some(h->s.fd, h->buf, sizeof(struct gx_verbs_conn), &h->got);
             if (rc == GX_OK) {
                 struct gx_verbs_conn ready;
                 memcpy(&ready, h->buf, sizeof(ready));
                 if (conn_check(l->dom, &ready, GX_VERBS_CONN_READY, h->ep->base.name) != GX_OK) {
+                    drop_half(l, i, true);
+                    continue;
+                }
+                if (l->cm && verbs_rdmacm_accepted(h->ep) != GX_OK) {
+                    gx_fail(GX_EPROTO, GX_SUB_FABRIC, "verbs: %s said READY before its QPs were "
+                            "connected through librdmacm (set-up out of order)", h->ep->base.name);
                     drop_half(l, i, true);
                     continue;
                 }
@@ -291,7 +326,25 @@ int verbs_accept(struct gx_fab_listener *base, struct gx_fab_ep **out)
     return GX_INPROGRESS;
 }
 
+/* The CM connect request of `rank` for QP `qp_index` pairs our QP `my_qpn`
+ * with its `peer_qpn`: the endpoint, set up over the side channel and
+ * waiting for READY, that announced exactly those QPs. */
+struct verbs_ep *verbs_listener_find(struct gx_fab_listener *base, int rank, int qp_index,
+                                     uint32_t my_qpn, uint32_t peer_qpn)
+{
+    struct verbs_listener *l = (struct verbs_listener *)base;
+    for (int i = 0; i < l->half.n; i++) {
+        struct verbs_ep *ep = half_at(l, i)->ep;
+        if (ep && ep->base.peer_rank == rank && qp_index < ep->nqps &&
+            ep->qps[qp_index].qp->qp_num == my_qpn && ep->peer.qpn[qp_index] == peer_qpn)
+            return ep;
+    }
+    return NULL;
+}
+
 /* ---- connector ---------------------------------------------------------------- */
+static int send_ready(struct verbs_ep *ep);
+
 static int start_tcp(struct verbs_ep *ep)
 {
     int rc = gx_fab_sock_connect_start("verbs", &ep->peer_sa, ep->base.name, &ep->fd);
@@ -409,21 +462,40 @@ static int establish_step(struct verbs_ep *ep)
                            ep->nqps, ep->depth);
         ep->peer = rep;
         ep_name(ep, ep->base.peer_rank);
+        if (dom->set.cm_rdmacm) {
+            rc = verbs_rdmacm_connect_start(ep, rep.reserved);
+            if (rc != GX_OK)
+                return rc;
+            ep->stage = CM_RDMACM;
+            return GX_INPROGRESS;
+        }
         rc = bring_up(ep);
         if (rc != GX_OK)
             return rc;
-        struct gx_verbs_conn ready;
-        verbs_conn_fill(ep, &ready, GX_VERBS_CONN_READY);
-        if (send_small(ep->fd, &ready, sizeof(ready)) != GX_OK)
-            return gx_fail(GX_ECONNECT, GX_SUB_FABRIC, "verbs: %s closed during set-up",
-                           ep->base.name);
-        ep->stage = CM_DONE;
-        ep->cmgot = 0;
-        return GX_OK;
+        return send_ready(ep);
+    }
+    case CM_RDMACM: {
+        rc = verbs_rdmacm_connect_step(ep);
+        if (rc != GX_OK)
+            return rc;
+        return send_ready(ep);
     }
     default:
         return GX_OK;
     }
+}
+
+/* Connector: our QPs are RTS; the acceptor may return its endpoint. */
+static int send_ready(struct verbs_ep *ep)
+{
+    struct gx_verbs_conn ready;
+    verbs_conn_fill(ep, &ready, GX_VERBS_CONN_READY);
+    if (send_small(ep->fd, &ready, sizeof(ready)) != GX_OK)
+        return gx_fail(GX_ECONNECT, GX_SUB_FABRIC, "verbs: %s closed during set-up",
+                       ep->base.name);
+    ep->stage = CM_DONE;
+    ep->cmgot = 0;
+    return GX_OK;
 }
 
 int verbs_ep_establish(struct gx_fab_ep *base)

@@ -147,6 +147,7 @@ err_free:
 void verbs_ep_free(struct verbs_ep *ep)
 {
     const struct gx_verbs_api *api = ep->dom->api;
+    verbs_rdmacm_ep_release(ep); /* GX_IB_CM=rdmacm: before the QPs go */
     verbs_flush_close(ep);
     for (int i = 0; i < ep->nqps; i++)
         verbs_qp_destroy(ep, &ep->qps[i]);

@@ -34,7 +34,8 @@ GX_PARAM_DEFINE(gx_param_ib_stripe_min, "GX_IB_STRIPE_MIN", GX_PARAM_SIZE, "512K
                 "Smallest message the verbs provider stripes across GX_IB_QPS_PER_CONN QPs.");
 GX_PARAM_DEFINE(gx_param_ib_cm, "GX_IB_CM", GX_PARAM_ENUM, "tcp", "tcp|rdmacm",
                 "How verbs connections exchange QP information: tcp (the job-key "
-                "authenticated side channel) or rdmacm (librdmacm; not implemented yet).");
+                "authenticated side channel) or rdmacm (librdmacm resolves addresses and "
+                "connects the QPs; untested on hardware, docs/verbs.md).");
 
 static int read_int(const struct gx_param *p, int lo, int hi, int *out)
 {

@@ -13,6 +13,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "fabric/verbs/verbs.h"
+#include "fabric/verbs/verbs_rdmacm.h"
 
 #define VERBS_CQ_INITIAL 16384
 #define VERBS_POLL_BATCH 32
@@ -34,9 +35,10 @@ static int verbs_domain_open(const struct gx_fab_provider *prov,
         rc = verbs_gdr_domain_init(dom, attr);
     if (rc != GX_OK)
         goto err_free;
-    if (dom->set.cm_rdmacm) {
-        rc = gx_fail(GX_EUNSUPPORTED, GX_SUB_FABRIC, "verbs: GX_IB_CM=rdmacm is not implemented "
-                     "yet; unset it to use the authenticated TCP side channel (docs/verbs.md)");
+    if (dom->set.cm_rdmacm && gx_verbs_rdmacm_available() != GX_OK) {
+        rc = gx_fail(GX_EUNSUPPORTED, GX_SUB_FABRIC, "verbs: GX_IB_CM=rdmacm: %s; unset GX_IB_CM "
+                     "to use the authenticated TCP side channel (docs/verbs.md)",
+                     gx_verbs_rdmacm_reason());
         goto err_free;
     }
     rc = gx_sock_pick_interface(&dom->local, dom->ifname, sizeof(dom->ifname));
@@ -46,6 +48,8 @@ static int verbs_domain_open(const struct gx_fab_provider *prov,
     rc = gx_verbs_open_port(api, attr->device, &dom->set, ip4, &dom->ctx, &dom->port);
     if (rc != GX_OK)
         goto err_free;
+    if (dom->set.cm_rdmacm && (rc = verbs_rdmacm_domain_open(dom)) != GX_OK)
+        goto err_close_dev; /* the domain's context is still its own */
     if (api->query_device(dom->ctx, &dom->dattr) != 0) {
         rc = gx_fail(GX_ESYSTEM, GX_SUB_FABRIC, "verbs: ibv_query_device(%s) failed: %m",
                      dom->port.dev);
@@ -70,18 +74,21 @@ static int verbs_domain_open(const struct gx_fab_provider *prov,
     gx_verbs_port_gbps(&dom->port.attr, label, sizeof(label));
     inet_ntop(AF_INET6, dom->port.gid.raw, gid, sizeof(gid));
     GX_INFO(GX_SUB_FABRIC, "verbs: domain on %s:%d (%s %s, %.0f Gb/s, LID %u, GID[%d] %s: %s), "
-            "side channel on %s, %d QP(s) per connection",
+            "side channel on %s, %d QP(s) per connection%s",
             dom->port.dev, dom->port.port,
             dom->port.attr.link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand", label,
             dom->port.gbps, dom->port.attr.lid, dom->port.gid_index, gid, dom->port.gid_why,
-            dom->ifname, dom->set.nqps);
+            dom->ifname, dom->set.nqps, dom->rdmacm ? ", QPs connected by librdmacm" : "");
     *out = &dom->base;
     return GX_OK;
 
 err_dealloc_pd:
     api->dealloc_pd(dom->pd);
 err_close_dev:
-    api->close_device(dom->ctx);
+    if (dom->rdmacm)
+        verbs_rdmacm_domain_close(dom); /* the context is librdmacm's */
+    else
+        api->close_device(dom->ctx);
 err_free:
     free(dom);
     return rc;
@@ -95,7 +102,10 @@ static void verbs_domain_close(struct gx_fab_domain *base)
     if (err)
         GX_WARN(GX_SUB_FABRIC, "verbs: domain %s closed with registrations or QPs still open "
                 "(ibv_dealloc_pd: %s)", dom->port.dev, strerror(err));
-    dom->api->close_device(dom->ctx);
+    if (dom->rdmacm)
+        verbs_rdmacm_domain_close(dom); /* the context is librdmacm's */
+    else
+        dom->api->close_device(dom->ctx);
     free(dom->qptab);
     free(dom->qpgen);
     free(dom);

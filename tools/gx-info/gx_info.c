@@ -22,6 +22,7 @@
 #include "gx_build_config.h"
 #if GX_HAVE_VERBS
 #include "fabric/verbs/verbs.h"
+#include "fabric/verbs/verbs_rdmacm.h"
 #endif
 
 struct feature {
@@ -143,6 +144,9 @@ static int print_info(bool json)
         printf("\nGPUDirect RDMA:\n%s%s", gdr, gdr[strlen(gdr) - 1] == '\n' ? "" : "\n");
     else
         printf("\nGPUDirect RDMA: no RDMA port to use it with\n");
+    char cm[512];
+    gx_verbs_rdmacm_report(cm, sizeof(cm));
+    printf("\nverbs connection manager (GX_IB_CM=rdmacm):\n%s\n", cm);
 #endif
     printf("\nrun 'gx-info --env' for every GX_* setting\n");
     return 0;
