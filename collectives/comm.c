@@ -114,6 +114,7 @@ static int place_rank(struct gx_comm *c)
     rc = gx_topo_place_rank(topo, c->local_rank, c->local_size, GX_TOPO_GPU_AUTO, &pl);
     if (rc != GX_OK)
         return rc;
+    c->gpu_nic_path = pl.gpu >= 0 && pl.nic_count > 0 ? pl.nic_path : GX_TOPO_PATH_UNKNOWN;
     if (pl.nic_count > 0) {
         snprintf(c->nic_name, sizeof(c->nic_name), "%s", pl.nic_names[0]);
         c->nic_port = pl.nic_ports[0];
@@ -335,6 +336,7 @@ GX_API int gx_comm_split(struct gx_comm *comm, int color, int key, struct gx_com
     snprintf(c->job_key, sizeof(c->job_key), "%s", comm->job_key);
     snprintf(c->nic_name, sizeof(c->nic_name), "%s", comm->nic_name);
     c->nic_port = comm->nic_port;
+    c->gpu_nic_path = comm->gpu_nic_path;
     compute_nodes(c);
     rc = gx_xport_open(c, &c->xport);
     if (rc != GX_OK) {

@@ -30,6 +30,7 @@ struct gx_comm {
     struct gx_xport *xport;     /* endpoints to every peer (xport.h) */
     char nic_name[64];          /* topology's NIC for this rank ("" = none) */
     int nic_port;
+    enum gx_topo_path gpu_nic_path; /* this rank's GPU to that NIC (GPUDirect verdict) */
     struct coll_comm *coll;     /* collectives engine, created on first use (coll_engine.c) */
 
     pthread_mutex_t lock;       /* guards seq and the state flags below */

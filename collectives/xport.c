@@ -96,6 +96,8 @@ static int open_domain(struct gx_xport *x, const char *name, const unsigned char
     attr.rank = c->rank;
     if (strcmp(name, "verbs") == 0)
         attr.device = verbs_device_for(c, devbuf, sizeof(devbuf));
+    if (attr.device)
+        attr.gpu_path = c->gpu_nic_path; /* the topology's NIC for this rank's GPU */
     int rc = gx_fab_domain_open(d->prov, &attr, &d->dom);
     if (rc == GX_OK)
         rc = gx_fab_cq_open(d->dom, &d->cq);
