@@ -7,7 +7,7 @@
  * Owns: struct coll_op (one issued collective), struct coll_comm (the
  * per-communicator engine state hanging off struct gx_comm), the schedule
  * builder used by the algorithm files (coll_ring.c, coll_rd.c, coll_rhd.c,
- * coll_tree.c, coll_bcast.c, coll_linear.c) and the algorithm choice
+ * coll_tree.c, coll_dbtree.c, coll_bcast.c, coll_linear.c) and the algorithm choice
  * (coll_tune.c). Must not touch the transport's internals: only xport.h.
  */
 #ifndef GX_COLL_H
@@ -46,6 +46,7 @@ enum coll_algo {
     COLL_ALGO_RHD,    /* recursive halving-doubling (Rabenseifner) */
     COLL_ALGO_RD,     /* recursive doubling */
     COLL_ALGO_LINEAR, /* direct / pairwise exchange */
+    COLL_ALGO_DBTREE, /* double binary tree (two trees, half the vector each) */
     COLL_ALGO_COUNT
 };
 
@@ -201,6 +202,7 @@ int ring_allgather_build(struct coll_op *op);
 int rd_allreduce_build(struct coll_op *op);
 int rhd_allreduce_build(struct coll_op *op);
 int tree_allreduce_build(struct coll_op *op);
+int dbtree_allreduce_build(struct coll_op *op);
 int tree_reduce_build(struct coll_op *op);
 int chain_reduce_build(struct coll_op *op);
 int tree_bcast_build(struct coll_op *op);

@@ -84,7 +84,7 @@ static const char *const kind_names[COLL_KIND_COUNT] = {
     "alltoall",
 };
 static const char *const algo_names[COLL_ALGO_COUNT] = {
-    "auto", "ring", "tree", "rhd", "rd", "linear",
+    "auto", "ring", "tree", "rhd", "rd", "linear", "dbtree",
 };
 
 const char *coll_kind_name(enum coll_kind k)
@@ -719,6 +719,7 @@ static int build(struct coll_op *op)
         case COLL_ALGO_RD: return rd_allreduce_build(op);
         case COLL_ALGO_RHD: return rhd_allreduce_build(op);
         case COLL_ALGO_TREE: return tree_allreduce_build(op);
+        case COLL_ALGO_DBTREE: return dbtree_allreduce_build(op);
         default: return ring_allreduce_build(op);
         }
     case COLL_BROADCAST:

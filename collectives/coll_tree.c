@@ -5,9 +5,9 @@
  *
  * Binomial tree over virtual ranks v = (rank - root) mod n: v's parent is v
  * minus its lowest set bit, its children v + 2^k for every 2^k below that
- * bit. log2(n) levels: the latency choice for small vectors (a double binary
- * tree would also halve the bandwidth term at large sizes; not done yet, the
- * ring covers large sizes). Each rank combines its own contribution with
+ * bit. log2(n) levels: the latency choice for small vectors (the double
+ * binary tree, coll_dbtree.c, also halves the bandwidth term at large
+ * sizes). Each rank combines its own contribution with
  * its children's in a fixed order (own, then children by increasing
  * distance); the broadcast then gives all ranks the root's bits.
  */

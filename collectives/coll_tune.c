@@ -18,12 +18,13 @@
 #include <strings.h>
 
 #include "collectives/coll.h"
+#include "collectives/coll_dbtree.h"
 #include "collectives/comm_internal.h"
 #include "common/log.h"
 #include "common/param.h"
 
 GX_PARAM_DEFINE(gx_param_algo, "GX_ALGO", GX_PARAM_STRING, "auto", NULL,
-                "Force collective algorithms: one of ring|tree|rhd|rd|linear|auto for every "
+                "Force collective algorithms: one of ring|tree|dbtree|rhd|rd|linear|auto for every "
                 "collective it applies to, or per collective, e.g. "
                 "\"allreduce:ring,broadcast:tree\". Must be the same on every rank. "
                 "gx-info --tuning -n N shows the automatic choice.");
@@ -44,8 +45,10 @@ static const double gamma_reduce = 1.0 / 4.0e9; /* seconds per byte reduced */
 
 #define MAX_CHUNKS 64
 
-static const enum coll_algo applicable[COLL_KIND_COUNT][5] = {
-    [COLL_ALLREDUCE] = { COLL_ALGO_RING, COLL_ALGO_RD, COLL_ALGO_RHD, COLL_ALGO_TREE, 0 },
+#define MAX_APPLICABLE 7
+static const enum coll_algo applicable[COLL_KIND_COUNT][MAX_APPLICABLE] = {
+    [COLL_ALLREDUCE] = { COLL_ALGO_RING, COLL_ALGO_RD, COLL_ALGO_RHD, COLL_ALGO_TREE,
+                         COLL_ALGO_DBTREE, 0 },
     [COLL_BROADCAST] = { COLL_ALGO_TREE, COLL_ALGO_RING, 0 },
     [COLL_REDUCE] = { COLL_ALGO_TREE, COLL_ALGO_RING, 0 },
     [COLL_ALLGATHER] = { COLL_ALGO_RING, 0 },
@@ -57,7 +60,7 @@ static const enum coll_algo applicable[COLL_KIND_COUNT][5] = {
 
 static bool applies(enum coll_kind k, enum coll_algo a)
 {
-    for (int i = 0; i < 5 && applicable[k][i]; i++)
+    for (int i = 0; i < MAX_APPLICABLE && applicable[k][i]; i++)
         if (applicable[k][i] == a)
             return true;
     return false;
@@ -101,7 +104,7 @@ static void parse_forced(void)
         }
         if (algo < 0 || (colon && kind < 0)) {
             GX_WARN(GX_SUB_COLL, "GX_ALGO: ignoring '%.*s' (expected ALGO or COLLECTIVE:ALGO "
-                    "with ALGO one of auto|ring|tree|rhd|rd|linear)", (int)len, p);
+                    "with ALGO one of auto|ring|tree|dbtree|rhd|rd|linear)", (int)len, p);
         } else {
             for (int k = 0; k < COLL_KIND_COUNT; k++) {
                 if (kind >= 0 && k != kind)
@@ -186,6 +189,17 @@ double coll_predict(enum coll_kind kind, enum coll_algo algo, size_t bytes, int 
         case COLL_ALGO_TREE:
             /* reduce then broadcast; a node sends/receives once per child */
             return 2 * pipelined(l, lg, bytes, 0.5) + (lg - 1) * S * (b + g);
+        case COLL_ALGO_DBTREE: {
+            /* Two trees of depth D, half the vector each in k chunks of c
+             * bytes. Per chunk a rank sends 4 messages (where it has
+             * children: 1 up, 2 down; where it is a leaf: 1), so a stage
+             * (a hop of one tree) costs 2 (a + c b). The first chunk crosses
+             * 2D stages (D up, D down), the others follow one per 2 stages.
+             * As for the ring, reductions overlap the next chunk's transfer
+             * but those of the first chunk (2 per level up). */
+            double D = dbtree_depth(n), k = coll_chunks(bytes / 2), c = S / 2 / k;
+            return (2 * D + 2 * (k - 1)) * 2 * (a + c * b) + 2 * D * c * g;
+        }
         default:
             return -1;
         }
@@ -218,7 +232,7 @@ static enum coll_algo choose(enum coll_kind kind, size_t bytes, int n, int nodes
         return forced[kind];
     enum coll_algo best = applicable[kind][0];
     double best_t = coll_predict(kind, best, bytes, n, nodes);
-    for (int i = 1; i < 5 && applicable[kind][i]; i++) {
+    for (int i = 1; i < MAX_APPLICABLE && applicable[kind][i]; i++) {
         double t = coll_predict(kind, applicable[kind][i], bytes, n, nodes);
         if (t >= 0 && t < best_t) {
             best_t = t;
@@ -272,17 +286,17 @@ int gx_coll_tuning_print(FILE *f, int nranks, int nnodes)
             1e-9 / gamma_reduce, gx_param_text(&gx_param_coll_chunk));
     fprintf(f, "GX_ALGO=%s\n\n", gx_param_text(&gx_param_algo));
     fprintf(f, "all_reduce (predicted time per algorithm; * = chosen)\n");
-    fprintf(f, "%10s %11s %11s %11s %11s   %s\n", "bytes", "ring", "rd", "rhd", "tree",
-            "choice");
-    static const enum coll_algo ar[4] = { COLL_ALGO_RING, COLL_ALGO_RD, COLL_ALGO_RHD,
-                                          COLL_ALGO_TREE };
+    fprintf(f, "%10s %11s %11s %11s %11s %11s   %s\n", "bytes", "ring", "rd", "rhd", "tree",
+            "dbtree", "choice");
+    static const enum coll_algo ar[5] = { COLL_ALGO_RING, COLL_ALGO_RD, COLL_ALGO_RHD,
+                                          COLL_ALGO_TREE, COLL_ALGO_DBTREE };
     for (size_t b = 4; b <= ((size_t)1 << 30); b *= 4) {
         bool forced_flag;
         enum coll_algo c = choose(COLL_ALLREDUCE, b, nranks, nnodes, &forced_flag);
         char sz[16];
         fmt_size(sz, sizeof(sz), b);
         fprintf(f, "%10s", sz);
-        for (int i = 0; i < 4; i++) {
+        for (int i = 0; i < 5; i++) {
             char t[24], cell[32];
             fmt_time(t, sizeof(t), coll_predict(COLL_ALLREDUCE, ar[i], b, nranks, nnodes));
             snprintf(cell, sizeof(cell), "%s%s", t, c == ar[i] ? "*" : "");
