@@ -183,6 +183,10 @@ struct gx_fab_domain {
     struct gx_fab_ops ops;    /* by value, stubs filled: one indirect call */
     const struct gx_fab_provider *prov;
     int rank;
+    /* Set by a provider whose registrations pin pages and cannot see memory
+     * being freed (verbs without ODP): registration caches on this domain
+     * keep an entry only while an operation holds it (rcache.h). */
+    uint8_t rcache_per_op;
 };
 
 struct gx_fab_cq {

@@ -37,6 +37,7 @@ struct gx_fab_rcache {
     int held_invalid; /* invalidated entries still referenced */
     struct gx_fab_domain *dom;
     unsigned access;
+    bool per_op; /* drop entries at their last put */
 };
 
 int gx_fab_rcache_create(const struct gx_fab_rcache_ops *ops, void *ctx, size_t max_entries,
@@ -83,6 +84,7 @@ int gx_fab_rcache_create_domain(struct gx_fab_domain *dom, unsigned access,
     (*out)->ctx = *out;
     (*out)->dom = dom;
     (*out)->access = access;
+    (*out)->per_op = dom->rcache_per_op != 0;
     return GX_OK;
 }
 
@@ -194,7 +196,27 @@ void gx_fab_rcache_put(struct gx_fab_rcache *rc, struct gx_fab_rcache_entry *e)
         release(rc, e);
         return;
     }
+    if (rc->per_op) {
+        retire(rc, e);
+        rc->st.per_op_releases++;
+        return;
+    }
     evict(rc);
+}
+
+void gx_fab_rcache_set_per_op(struct gx_fab_rcache *rc, bool per_op)
+{
+    rc->per_op = per_op;
+    if (!per_op)
+        return;
+    for (struct gx_fab_rcache_entry *e = rc->head; e;) {
+        struct gx_fab_rcache_entry *next = e->next;
+        if (e->refs == 0) {
+            retire(rc, e);
+            rc->st.per_op_releases++;
+        }
+        e = next;
+    }
 }
 
 void *gx_fab_rcache_handle(const struct gx_fab_rcache_entry *e)

@@ -10,11 +10,19 @@
  * gx_fab_rcache_invalidate() must be called when memory is freed or remapped
  * (the cache does not intercept munmap): overlapping idle entries are
  * deregistered at once, busy ones when their last user puts them back.
+ *
+ * Per-operation mode (gx_fab_rcache_set_per_op, and every domain cache of a
+ * domain with rcache_per_op set, e.g. verbs with GX_IB_RCACHE=per-op, the
+ * default): an entry is deregistered as soon as its last user puts it back,
+ * so a registration never outlives the operations that use it and memory
+ * freed and mapped again between operations is registered afresh. Ops in
+ * flight on the same range still share one registration.
  * Not thread-safe: one per domain, used by the progress thread.
  */
 #ifndef GX_FABRIC_RCACHE_H
 #define GX_FABRIC_RCACHE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -31,15 +39,20 @@ struct gx_fab_rcache_ops {
 
 struct gx_fab_rcache_stats {
     uint64_t hits, misses, evictions, invalidations;
+    uint64_t per_op_releases;  /* entries dropped at their last put (per-op mode) */
     size_t entries, bytes;
 };
 
 int gx_fab_rcache_create(const struct gx_fab_rcache_ops *ops, void *ctx, size_t max_entries,
                          size_t max_bytes, struct gx_fab_rcache **out);
 /** A cache over a domain's gx_fab_mr_reg with `access`; handles are
- *  struct gx_fab_mr *. Limits from GX_FAB_RCACHE_ENTRIES / GX_FAB_RCACHE_BYTES. */
+ *  struct gx_fab_mr *. Limits from GX_FAB_RCACHE_ENTRIES / GX_FAB_RCACHE_BYTES;
+ *  per-operation when the domain says so (dom->rcache_per_op). */
 int gx_fab_rcache_create_domain(struct gx_fab_domain *dom, unsigned access,
                                 struct gx_fab_rcache **out);
+/** Keep idle entries (false, the default of gx_fab_rcache_create) or
+ *  deregister each entry when its last user puts it back (true). */
+void gx_fab_rcache_set_per_op(struct gx_fab_rcache *rc, bool per_op);
 /** Deregisters everything; entries still held are reported and released. */
 void gx_fab_rcache_destroy(struct gx_fab_rcache *rc);
 

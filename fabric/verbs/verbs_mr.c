@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/param.h"
 #include "fabric/verbs/verbs.h"
 #include "gpudirect/gpudirect.h"
 
@@ -126,8 +127,19 @@ int verbs_mr_pack_rkey(const struct gx_fab_mr *base, struct gx_fab_rkey *out)
     return GX_OK;
 }
 
+GX_PARAM_DEFINE(gx_param_ib_rcache, "GX_IB_RCACHE", GX_PARAM_ENUM, "per-op", "per-op|cache",
+                "Registrations of buffers posted without one (and the communicator's "
+                "rendezvous caches): per-op registers for the operation and deregisters when "
+                "it completes (safe when memory is freed and mapped again); cache keeps them "
+                "for reuse (faster, but the application must not free and remap a buffer gx "
+                "has seen while the communicator lives: the MR would pin the old pages).");
+
 int verbs_rcache_open(struct verbs_domain *dom)
 {
+    int mode = 0;
+    if (gx_param_enum(&gx_param_ib_rcache, &mode) != GX_OK)
+        return GX_EINVAL;
+    dom->base.rcache_per_op = mode == 0;
     int rc = gx_fab_rcache_create_domain(&dom->base, GX_FAB_ACCESS_LOCAL, &dom->rc_src);
     if (rc != GX_OK)
         return rc;

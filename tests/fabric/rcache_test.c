@@ -1,6 +1,7 @@
 /* rcache_test.c - unit tests of the registration cache with a counting
  * registration double: hits, page widening, memory types, LRU eviction by
- * count and bytes, busy entries never evicted, explicit invalidation. */
+ * count and bytes, busy entries never evicted, explicit invalidation,
+ * per-operation mode. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,6 +91,25 @@ int main(void)
     gx_fab_rcache_put(rc, e[6]);
     gx_fab_rcache_stats(rc, &st);
     CHECK(st.entries == 0 && st.bytes == 0);
+    gx_fab_rcache_destroy(rc);
+    CHECK(live == 0);
+
+    /* per-operation mode: shared while held, deregistered at the last put,
+     * so the same range is registered again by the next operation */
+    CHECK(gx_fab_rcache_create(&ops, NULL, 3, 16 * 4096, &rc) == 0);
+    gx_fab_rcache_set_per_op(rc, true);
+    int regs_before = nreg, deregs_before = ndereg;
+    CHECK(gx_fab_rcache_get(rc, mem, 100, GX_FAB_MEM_HOST, &e[0]) == 0);
+    CHECK(gx_fab_rcache_get(rc, mem + 50, 10, GX_FAB_MEM_HOST, &e[1]) == 0 && e[1] == e[0]);
+    gx_fab_rcache_put(rc, e[0]);
+    CHECK(ndereg == deregs_before); /* still held by e[1] */
+    gx_fab_rcache_put(rc, e[1]);
+    CHECK(ndereg == deregs_before + 1);
+    CHECK(gx_fab_rcache_get(rc, mem, 100, GX_FAB_MEM_HOST, &e[0]) == 0);
+    CHECK(nreg == regs_before + 2); /* registered afresh */
+    gx_fab_rcache_put(rc, e[0]);
+    gx_fab_rcache_stats(rc, &st);
+    CHECK(st.entries == 0 && st.per_op_releases == 2 && st.hits == 1 && st.misses == 2);
     gx_fab_rcache_destroy(rc);
     CHECK(live == 0);
     free(mem);
