@@ -47,6 +47,7 @@ enum coll_algo {
     COLL_ALGO_RD,     /* recursive doubling */
     COLL_ALGO_LINEAR, /* direct / pairwise exchange */
     COLL_ALGO_DBTREE, /* double binary tree (two trees, half the vector each) */
+    COLL_ALGO_SHM,    /* in the node's shared-memory arena (coll_shm.c) */
     COLL_ALGO_COUNT
 };
 
@@ -61,6 +62,8 @@ enum coll_step_kind {
     CS_COPY,    /* memcpy(dst, src, len) */
     CS_AVG,     /* dst /= nranks */
     CS_NOP,     /* joins dependencies */
+    CS_FLAG_SET,  /* store-release len into the u64 at dst (shared-memory arena) */
+    CS_FLAG_WAIT, /* until every rank's u64 at dst + rank * msg bytes is >= len */
 };
 
 #define CS_MAX_DEPS 3
@@ -107,6 +110,7 @@ struct coll_op {
     int nsteps, cap;
     int first;              /* first step not done */
     int recvs_posted;       /* this op's share of the engine's receive budget */
+    unsigned flag_polls;    /* unmet shared-memory flag checks (liveness checks) */
     int build_status;       /* first builder failure (GX_ENOMEM) */
     void *scratch;          /* back to the comm's pool when the op finishes */
     size_t scratch_size;
@@ -140,6 +144,11 @@ int cs_reduce3(struct coll_op *op, void *out, const void *a, const void *b, size
 int cs_copy(struct coll_op *op, void *dst, const void *src, size_t bytes, int d0, int d1, int d2);
 int cs_avg(struct coll_op *op, void *buf, size_t count, int d0, int d1, int d2);
 int cs_nop(struct coll_op *op, int d0, int d1, int d2);
+/* Shared-memory arena flags (coll_shm.c): set this rank's counter; wait for
+ * every rank's counter (rank r's at first + r * stride bytes). */
+int cs_flag_set(struct coll_op *op, uint64_t *flag, uint64_t value, int d0, int d1, int d2);
+int cs_flag_wait(struct coll_op *op, const uint64_t *first, size_t stride, uint64_t value, int d0,
+                 int d1, int d2);
 /* Allocate op->scratch (from the comm's pool); NULL and build_status set on
  * failure. */
 void *cs_scratch(struct coll_op *op, size_t bytes);
@@ -210,6 +219,7 @@ int chain_bcast_build(struct coll_op *op);
 int linear_gather_build(struct coll_op *op);
 int linear_scatter_build(struct coll_op *op);
 int linear_alltoall_build(struct coll_op *op);
+int shm_allreduce_build(struct coll_op *op);
 
 /* ---- engine (coll_engine.c) --------------------------------------------- */
 

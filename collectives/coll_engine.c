@@ -34,6 +34,7 @@
 #include <time.h>
 
 #include "collectives/coll.h"
+#include "collectives/coll_shm.h"
 #include "collectives/comm_internal.h"
 #include "collectives/request.h"
 #include "common/clock.h"
@@ -84,7 +85,9 @@ static const char *const kind_names[COLL_KIND_COUNT] = {
     "alltoall",
 };
 static const char *const algo_names[COLL_ALGO_COUNT] = {
-    "auto", "ring", "tree", "rhd", "rd", "linear", "dbtree",
+    [COLL_ALGO_AUTO] = "auto", [COLL_ALGO_RING] = "ring", [COLL_ALGO_TREE] = "tree",
+    [COLL_ALGO_RHD] = "rhd",   [COLL_ALGO_RD] = "rd",     [COLL_ALGO_LINEAR] = "linear",
+    [COLL_ALGO_SHM] = "shm",   [COLL_ALGO_DBTREE] = "dbtree",
 };
 
 const char *coll_kind_name(enum coll_kind k)
@@ -94,7 +97,7 @@ const char *coll_kind_name(enum coll_kind k)
 
 const char *coll_algo_name(enum coll_algo a)
 {
-    return (unsigned)a < COLL_ALGO_COUNT ? algo_names[a] : "?";
+    return (unsigned)a < COLL_ALGO_COUNT && algo_names[a] ? algo_names[a] : "?";
 }
 
 /* ---- scratch pool ----------------------------------------------------------- */
@@ -285,6 +288,32 @@ static uint32_t step_tag(const struct coll_op *op, const struct coll_step *s)
     return s->msg == UINT32_MAX ? COLL_DESC_TAG : COLL_TAG(op->seq, s->msg);
 }
 
+/* A shared-memory flag wait: done once every rank's counter has reached the
+ * value. While it has not, now and then check that the ranks it waits for
+ * still live (a dead process raises no flag and closes no connection the
+ * engine watches here). */
+static void run_flag_wait(struct coll_op *op, struct coll_step *s)
+{
+    const struct coll_shm_arena *ar = op->comm->shm;
+    for (int j = 0; j < ar->nranks; j++) {
+        const uint64_t *f = (const uint64_t *)((const char *)s->src + (size_t)j * s->msg);
+        if (__atomic_load_n(f, __ATOMIC_ACQUIRE) >= s->len)
+            continue;
+        s->peer = j;
+        if ((++op->flag_polls & 4095) == 0 && shm_peer_gone(ar, j)) {
+            char what[160];
+            describe_op(op, what, sizeof(what));
+            s->xop.status = GX_EPEER;
+            s->state = STEP_DONE;
+            op_set_error(op, GX_EPEER, "%s failed: rank %d (pid %d) exited while rank %d waited "
+                         "for it in the shared-memory arena", what, j, (int)ar->ctl[j].pid,
+                         op->comm->rank);
+        }
+        return; /* stays waiting */
+    }
+    s->state = STEP_DONE;
+}
+
 static void run_step(struct coll_op *op, struct coll_step *s)
 {
     struct gx_xport *x = op->comm->xport;
@@ -323,6 +352,12 @@ static void run_step(struct coll_op *op, struct coll_step *s)
     case CS_AVG:
         rc = gx_reduce_finish_avg(s->dst, op->a.dtype, s->len, op->comm->size);
         break;
+    case CS_FLAG_SET:
+        __atomic_store_n((uint64_t *)s->dst, (uint64_t)s->len, __ATOMIC_RELEASE);
+        break;
+    case CS_FLAG_WAIT:
+        run_flag_wait(op, s);
+        return;
     default:
         break;
     }
@@ -374,10 +409,12 @@ static void stall_report(const struct coll_op *op, char *buf, size_t len)
     buf[0] = 0;
     for (int i = op->first; i < op->nsteps && shown < 6; i++) {
         const struct coll_step *s = &op->steps[i];
-        if (s->state != STEP_POSTED || s->xop.done)
+        bool flag_wait = s->kind == CS_FLAG_WAIT && s->state == STEP_WAITING && s->peer >= 0;
+        if (!flag_wait && (s->state != STEP_POSTED || s->xop.done))
             continue;
         int w = snprintf(buf + n, len - n, "%s%s rank %d", shown ? ", " : "",
-                         s->kind == CS_RECV ? "receive from" : "send to", s->peer);
+                         flag_wait ? "shared-memory flag of"
+                         : s->kind == CS_RECV ? "receive from" : "send to", s->peer);
         if (w < 0 || (size_t)w >= len - n)
             break;
         n += (size_t)w;
@@ -413,7 +450,7 @@ static int op_advance(struct coll_comm *cc, struct coll_op *op, bool *progressed
     for (int i = 0; i < op->nsteps; i++) {
         const struct coll_step *s = &op->steps[i];
         if (s->state == STEP_DONE && s->xop.status != GX_OK &&
-            (s->kind == CS_SEND || s->kind == CS_RECV))
+            (s->kind == CS_SEND || s->kind == CS_RECV || s->kind == CS_FLAG_WAIT))
             failed_peer = s->peer;
     }
     if (failed_peer >= 0 && GX_IS_PEER_ERROR(op->status)) {
@@ -716,6 +753,7 @@ static int build(struct coll_op *op)
     switch (op->a.kind) {
     case COLL_ALLREDUCE:
         switch (op->algo) {
+        case COLL_ALGO_SHM: return shm_allreduce_build(op);
         case COLL_ALGO_RD: return rd_allreduce_build(op);
         case COLL_ALGO_RHD: return rhd_allreduce_build(op);
         case COLL_ALGO_TREE: return tree_allreduce_build(op);

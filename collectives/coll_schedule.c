@@ -104,6 +104,26 @@ int cs_nop(struct coll_op *op, int d0, int d1, int d2)
     return add_step(op, CS_NOP, d0, d1, d2);
 }
 
+int cs_flag_set(struct coll_op *op, uint64_t *flag, uint64_t value, int d0, int d1, int d2)
+{
+    int i = add_step(op, CS_FLAG_SET, d0, d1, d2);
+    op->steps[i].dst = flag;
+    op->steps[i].len = value;
+    return i;
+}
+
+int cs_flag_wait(struct coll_op *op, const uint64_t *first, size_t stride, uint64_t value, int d0,
+                 int d1, int d2)
+{
+    int i = add_step(op, CS_FLAG_WAIT, d0, d1, d2);
+    op->steps[i].src = first;
+    op->steps[i].msg = (uint32_t)stride;
+    op->steps[i].len = value;
+    op->steps[i].peer = -1;
+    op->steps[i].xop.status = GX_OK;
+    return i;
+}
+
 void *cs_scratch(struct coll_op *op, size_t bytes)
 {
     if (op->scratch)

@@ -24,8 +24,8 @@
 #include "common/param.h"
 
 GX_PARAM_DEFINE(gx_param_algo, "GX_ALGO", GX_PARAM_STRING, "auto", NULL,
-                "Force collective algorithms: one of ring|tree|dbtree|rhd|rd|linear|auto for every "
-                "collective it applies to, or per collective, e.g. "
+                "Force collective algorithms: one of ring|tree|dbtree|rhd|rd|linear|shm|auto "
+                "for every collective it applies to, or per collective, e.g. "
                 "\"allreduce:ring,broadcast:tree\". Must be the same on every rank. "
                 "gx-info --tuning -n N shows the automatic choice.");
 GX_PARAM_DEFINE(gx_param_coll_chunk, "GX_COLL_CHUNK", GX_PARAM_SIZE, "256K", NULL,
@@ -42,13 +42,18 @@ struct link_cost {
 static const struct link_cost link_shm = { "shm", 4e-6, 1.0 / 3.0e9 };
 static const struct link_cost link_tcp = { "tcp", 40e-6, 1.0 / 1.2e9 };
 static const double gamma_reduce = 1.0 / 4.0e9; /* seconds per byte reduced */
+/* The shared-memory arena (coll_shm.c): a flag handoff between ranks, and
+ * memcpy into and out of the arena. */
+static const double shm_sync = 1.5e-6;
+static const double shm_copy_beta = 1.0 / 6.0e9;
+#define SHM_ROUND_BYTES (512u << 10) /* GX_COLL_SHM_SLOT's default */
 
 #define MAX_CHUNKS 64
 
 #define MAX_APPLICABLE 7
 static const enum coll_algo applicable[COLL_KIND_COUNT][MAX_APPLICABLE] = {
     [COLL_ALLREDUCE] = { COLL_ALGO_RING, COLL_ALGO_RD, COLL_ALGO_RHD, COLL_ALGO_TREE,
-                         COLL_ALGO_DBTREE, 0 },
+                         COLL_ALGO_DBTREE, COLL_ALGO_SHM, 0 },
     [COLL_BROADCAST] = { COLL_ALGO_TREE, COLL_ALGO_RING, 0 },
     [COLL_REDUCE] = { COLL_ALGO_TREE, COLL_ALGO_RING, 0 },
     [COLL_ALLGATHER] = { COLL_ALGO_RING, 0 },
@@ -104,7 +109,7 @@ static void parse_forced(void)
         }
         if (algo < 0 || (colon && kind < 0)) {
             GX_WARN(GX_SUB_COLL, "GX_ALGO: ignoring '%.*s' (expected ALGO or COLLECTIVE:ALGO "
-                    "with ALGO one of auto|ring|tree|dbtree|rhd|rd|linear)", (int)len, p);
+                    "with ALGO one of auto|ring|tree|dbtree|rhd|rd|linear|shm)", (int)len, p);
         } else {
             for (int k = 0; k < COLL_KIND_COUNT; k++) {
                 if (kind >= 0 && k != kind)
@@ -200,6 +205,14 @@ double coll_predict(enum coll_kind kind, enum coll_algo algo, size_t bytes, int 
             double D = dbtree_depth(n), k = coll_chunks(bytes / 2), c = S / 2 / k;
             return (2 * D + 2 * (k - 1)) * 2 * (a + c * b) + 2 * D * c * g;
         }
+        case COLL_ALGO_SHM: {
+            /* Only inside one node. Per round: stage, reduce a 1/n block
+             * from n slots, copy n-1 blocks out; two handoffs. */
+            if (nodes > 1)
+                return -1;
+            double rounds = S > SHM_ROUND_BYTES ? S / SHM_ROUND_BYTES : 1;
+            return rounds * 2 * shm_sync + S * shm_copy_beta * (2 - 1.0 / n) + S * g;
+        }
         default:
             return -1;
         }
@@ -224,15 +237,20 @@ double coll_predict(enum coll_kind kind, enum coll_algo algo, size_t bytes, int 
     }
 }
 
-static enum coll_algo choose(enum coll_kind kind, size_t bytes, int n, int nodes, bool *forced_out)
+/* `arena`: the communicator has a shared-memory arena (coll_shm.h); the
+ * same on every rank. Forcing shm where there is none falls back to auto. */
+static enum coll_algo choose(enum coll_kind kind, size_t bytes, int n, int nodes, bool arena,
+                             bool *forced_out)
 {
     pthread_once(&forced_once, parse_forced);
-    *forced_out = forced[kind] != COLL_ALGO_AUTO;
+    *forced_out = forced[kind] != COLL_ALGO_AUTO && (forced[kind] != COLL_ALGO_SHM || arena);
     if (*forced_out)
         return forced[kind];
     enum coll_algo best = applicable[kind][0];
     double best_t = coll_predict(kind, best, bytes, n, nodes);
     for (int i = 1; i < MAX_APPLICABLE && applicable[kind][i]; i++) {
+        if (applicable[kind][i] == COLL_ALGO_SHM && !arena)
+            continue;
         double t = coll_predict(kind, applicable[kind][i], bytes, n, nodes);
         if (t >= 0 && t < best_t) {
             best_t = t;
@@ -245,7 +263,7 @@ static enum coll_algo choose(enum coll_kind kind, size_t bytes, int n, int nodes
 enum coll_algo coll_choose(const struct gx_comm *comm, enum coll_kind kind, size_t bytes)
 {
     bool f;
-    return choose(kind, bytes, comm->size, comm->node_count, &f);
+    return choose(kind, bytes, comm->size, comm->node_count, comm->shm != NULL, &f);
 }
 
 /* ---- gx-info --tuning ------------------------------------------------------ */
@@ -286,17 +304,19 @@ int gx_coll_tuning_print(FILE *f, int nranks, int nnodes)
             1e-9 / gamma_reduce, gx_param_text(&gx_param_coll_chunk));
     fprintf(f, "GX_ALGO=%s\n\n", gx_param_text(&gx_param_algo));
     fprintf(f, "all_reduce (predicted time per algorithm; * = chosen)\n");
-    fprintf(f, "%10s %11s %11s %11s %11s %11s   %s\n", "bytes", "ring", "rd", "rhd", "tree",
-            "dbtree", "choice");
-    static const enum coll_algo ar[5] = { COLL_ALGO_RING, COLL_ALGO_RD, COLL_ALGO_RHD,
-                                          COLL_ALGO_TREE, COLL_ALGO_DBTREE };
+    /* One node: assume the shared-memory arena (GX_COLL_SHM=auto, shm links). */
+    bool arena = nnodes == 1 && nranks > 1;
+    fprintf(f, "%10s %11s %11s %11s %11s %11s %11s   %s\n", "bytes", "ring", "rd", "rhd",
+            "tree", "dbtree", "shm", "choice");
+    static const enum coll_algo ar[6] = { COLL_ALGO_RING, COLL_ALGO_RD, COLL_ALGO_RHD,
+                                          COLL_ALGO_TREE, COLL_ALGO_DBTREE, COLL_ALGO_SHM };
     for (size_t b = 4; b <= ((size_t)1 << 30); b *= 4) {
         bool forced_flag;
-        enum coll_algo c = choose(COLL_ALLREDUCE, b, nranks, nnodes, &forced_flag);
+        enum coll_algo c = choose(COLL_ALLREDUCE, b, nranks, nnodes, arena, &forced_flag);
         char sz[16];
         fmt_size(sz, sizeof(sz), b);
         fprintf(f, "%10s", sz);
-        for (int i = 0; i < 5; i++) {
+        for (int i = 0; i < 6; i++) {
             char t[24], cell[32];
             fmt_time(t, sizeof(t), coll_predict(COLL_ALLREDUCE, ar[i], b, nranks, nnodes));
             snprintf(cell, sizeof(cell), "%s%s", t, c == ar[i] ? "*" : "");
@@ -316,7 +336,7 @@ int gx_coll_tuning_print(FILE *f, int nranks, int nnodes)
         fprintf(f, "%10s", sz);
         for (int k = 1; k < COLL_KIND_COUNT; k++) {
             bool forced_flag;
-            enum coll_algo c = choose((enum coll_kind)k, b, nranks, nnodes, &forced_flag);
+            enum coll_algo c = choose((enum coll_kind)k, b, nranks, nnodes, arena, &forced_flag);
             char t[24], cell[40];
             fmt_time(t, sizeof(t), coll_predict((enum coll_kind)k, c, b, nranks, nnodes));
             snprintf(cell, sizeof(cell), "%s %s", coll_algo_name(c), t);

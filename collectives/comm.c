@@ -8,6 +8,7 @@
 
 #include "collectives/boot_coll.h"
 #include "collectives/comm_env.h"
+#include "collectives/coll_shm.h"
 #include "collectives/comm_internal.h"
 #include "collectives/xport.h"
 #include "common/clock.h"
@@ -180,6 +181,7 @@ static struct gx_comm *comm_alloc(struct gx_boot *boot, int rank, int size)
 static void comm_free(struct gx_comm *c)
 {
     gx_coll_comm_destroy(c); /* collectives: progress thread off before the transport goes */
+    gx_coll_shm_close(c);
     gx_xport_close(c->xport);
     pthread_mutex_destroy(&c->lock);
     free(c->world_ranks);
@@ -230,6 +232,8 @@ GX_API int gx_comm_init(const struct gx_config *config, struct gx_comm **comm_ou
     rc = place_rank(c);
     if (rc == GX_OK)
         rc = gx_xport_open(c, &c->xport);
+    if (rc == GX_OK)
+        rc = gx_coll_shm_open(c);
     if (rc != GX_OK) {
         /* Tell the others now rather than let them wait for their deadline. */
         char msg[512];
@@ -339,6 +343,8 @@ GX_API int gx_comm_split(struct gx_comm *comm, int color, int key, struct gx_com
     c->gpu_nic_path = comm->gpu_nic_path;
     compute_nodes(c);
     rc = gx_xport_open(c, &c->xport);
+    if (rc == GX_OK)
+        rc = gx_coll_shm_open(c);
     if (rc != GX_OK) {
         comm_free(c);
         gx_boot_release(comm->boot);

@@ -1,0 +1,92 @@
+/*
+ * coll_shm.c - all-reduce in the node's shared-memory arena (coll_shm.h).
+ *
+ * The vector goes through the arena in rounds of at most one slot. In each
+ * round every rank copies its piece of the input into its slot and raises
+ * in[b]; then
+ *  - small rounds (SHM_SMALL_BYTES or fewer): every rank reduces the whole
+ *    piece from all slots into its output, raises done[b] - one
+ *    synchronisation per round;
+ *  - larger rounds: rank r reduces block r of the piece from all slots into
+ *    its output and back into its own slot, raises red[b], then copies the
+ *    other ranks' reduced blocks out of their slots into its output, raises
+ *    done[b].
+ * A slot is refilled two rounds later, once every rank's done[b] says it has
+ * finished reading it; so round k+1 is staged while round k is reduced.
+ * Every rank applies the same operands in rank order, and each reduced block
+ * is computed once, so results are bitwise equal on every rank. The caller's
+ * output is written only after the round's input is staged, so in-place
+ * calls need no extra copy.
+ */
+#include <string.h>
+
+#include "collectives/coll.h"
+#include "collectives/coll_shm.h"
+#include "collectives/comm_internal.h"
+
+#define SHM_SMALL_BYTES (16u << 10)
+
+/* dst = slot_0 op slot_1 op ... op slot_{n-1} (each at byte offset off);
+ * returns the last step. */
+static int reduce_all(struct coll_op *op, const struct coll_shm_arena *ar, unsigned b, size_t off,
+                      char *dst, size_t count, int dep)
+{
+    int n = ar->nranks;
+    int s = cs_reduce3(op, dst, shm_slot(ar, 0, b) + off, shm_slot(ar, 1, b) + off, count, dep,
+                       -1, -1);
+    for (int j = 2; j < n; j++)
+        s = cs_reduce(op, dst, shm_slot(ar, j, b) + off, count, s, -1, -1);
+    if (op->a.op == GX_AVG)
+        s = cs_avg(op, dst, count, s, -1, -1);
+    return s;
+}
+
+int shm_allreduce_build(struct coll_op *op)
+{
+    const struct coll_args *a = &op->a;
+    struct coll_shm_arena *ar = op->comm->shm;
+    if (!ar || ar->nranks < 2 || a->count == 0)
+        return ar || a->count == 0 ? GX_OK : GX_EINVAL;
+    int n = ar->nranks, r = ar->rank;
+    size_t es = a->es, count = a->count;
+    size_t per_round = ar->slot_bytes / es;
+    size_t rounds = (count + per_round - 1) / per_round;
+    uint64_t g0 = __atomic_fetch_add(&ar->next_round, rounds, __ATOMIC_RELAXED);
+    const size_t stride = sizeof(struct shm_rank_ctl);
+    struct shm_rank_ctl *ctl = ar->ctl;
+    const char *sb = a->sendbuf;
+    char *rb = a->recvbuf;
+
+    for (size_t k = 0; k < rounds; k++) {
+        uint64_t g = g0 + k, v = g + 1;
+        unsigned b = (unsigned)(g % SHM_NBUF);
+        size_t off = block_off(count, (int)rounds, (int)k), len = block_len(count, (int)rounds,
+                                                                           (int)k);
+        char *mine = shm_slot(ar, r, b);
+        /* The slot's previous round is over on every rank. */
+        int free_slot = g >= SHM_NBUF ? cs_flag_wait(op, &ctl[0].done[b], stride, g + 1 - SHM_NBUF,
+                                                     -1, -1, -1)
+                                      : -1;
+        int staged = cs_copy(op, mine, sb + off * es, len * es, free_slot, -1, -1);
+        staged = cs_flag_set(op, &ctl[r].in[b], v, staged, -1, -1);
+        int all_in = cs_flag_wait(op, &ctl[0].in[b], stride, v, staged, -1, -1);
+        if (len * es <= SHM_SMALL_BYTES || len < (size_t)n) {
+            int red = reduce_all(op, ar, b, 0, rb + off * es, len, all_in);
+            cs_flag_set(op, &ctl[r].done[b], v, red, -1, -1);
+            continue;
+        }
+        size_t mo = block_off(len, n, r), ml = block_len(len, n, r);
+        int red = reduce_all(op, ar, b, mo * es, rb + (off + mo) * es, ml, all_in);
+        red = cs_copy(op, mine + mo * es, rb + (off + mo) * es, ml * es, red, -1, -1);
+        red = cs_flag_set(op, &ctl[r].red[b], v, red, -1, -1);
+        int last = cs_flag_wait(op, &ctl[0].red[b], stride, v, red, -1, -1);
+        for (int j = 1; j < n; j++) {
+            int p = (r + j) % n; /* start after ourselves: ranks spread over the slots */
+            size_t po = block_off(len, n, p), pl = block_len(len, n, p);
+            last = cs_copy(op, rb + (off + po) * es, shm_slot(ar, p, b) + po * es, pl * es, last,
+                           -1, -1);
+        }
+        cs_flag_set(op, &ctl[r].done[b], v, last, -1, -1);
+    }
+    return GX_OK;
+}

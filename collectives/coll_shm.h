@@ -1,0 +1,66 @@
+/*
+ * coll_shm.h - the node arena: one shared-memory segment per communicator
+ * whose ranks all run on one node, in which collectives work directly
+ * (coll_shm.c) instead of passing messages.
+ *
+ * Layout (every rank maps the same memfd, made by rank 0 and fetched by the
+ * others with pidfd_getfd):
+ *   header | one control block per rank | data
+ * A rank's control block holds its pid and, per buffer b (SHM_NBUF of them,
+ * used round-robin by successive rounds), three counters only that rank
+ * writes: in[b] (its input for round g is in its slot: value g+1), red[b]
+ * (its reduced slice of round g is in its slot) and done[b] (it no longer
+ * reads anybody's slot b for round g). Data holds one slot of slot_bytes per
+ * rank and buffer. Rounds are numbered per communicator in issue order, the
+ * same on every rank, so the counters need no reset.
+ *
+ * Owns: creating, sharing and unmapping the arena. The schedules live in
+ * coll_shm.c; the flag steps run in coll_engine.c.
+ */
+#ifndef GX_COLL_SHM_H
+#define GX_COLL_SHM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct gx_comm;
+
+#define SHM_NBUF 2
+
+struct shm_rank_ctl {
+    _Alignas(64) int32_t pid;
+    uint32_t reserved;
+    uint64_t in[SHM_NBUF];
+    uint64_t red[SHM_NBUF];
+    uint64_t done[SHM_NBUF];
+};
+
+struct coll_shm_arena {
+    void *base;                  /* mapping of the whole segment */
+    size_t map_bytes;
+    int nranks;
+    int rank;
+    size_t slot_bytes;
+    struct shm_rank_ctl *ctl;    /* nranks control blocks */
+    char *data;
+    uint64_t next_round;         /* rounds handed out (issue order, caller's thread) */
+};
+
+/** Make the arena for `c` when every rank is on one node and reaches the
+ *  others through shm (GX_COLL_SHM=auto), collectively: every rank of the
+ *  communicator must call it. Leaves c->shm NULL when the arena does not
+ *  apply or cannot be made on some rank (then every rank goes without). */
+int gx_coll_shm_open(struct gx_comm *c);
+void gx_coll_shm_close(struct gx_comm *c);
+
+static inline char *shm_slot(const struct coll_shm_arena *a, int rank, unsigned buf)
+{
+    return a->data + ((size_t)rank * SHM_NBUF + buf) * a->slot_bytes;
+}
+
+/** Is `pid` (a peer's) gone? */
+bool shm_peer_gone(const struct coll_shm_arena *a, int rank);
+
+#endif
