@@ -82,7 +82,11 @@ static int map_segment(int memfd, struct shm_seg **out)
     struct stat st;
     if (fstat(memfd, &st) != 0 || (size_t)st.st_size != shm_seg_size())
         return GX_EPROTO;
-    void *p = mmap(NULL, shm_seg_size(), PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+    /* Populated: otherwise each ring slot's first use takes page faults on
+     * both sides, and the first few hundred messages of a connection cost
+     * several microseconds more than the rest. */
+    void *p = mmap(NULL, shm_seg_size(), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
+                   memfd, 0);
     if (p == MAP_FAILED)
         return GX_ESYSTEM;
     struct shm_seg *seg = p;
@@ -229,7 +233,8 @@ static int create_segment(struct shm_ep *ep)
     if (ftruncate(ep->memfd, (off_t)shm_seg_size()) != 0)
         return gx_fail(GX_ENOMEM, GX_SUB_FABRIC, "shm: cannot size a %zu-byte segment: %m",
                        shm_seg_size());
-    void *p = mmap(NULL, shm_seg_size(), PROT_READ | PROT_WRITE, MAP_SHARED, ep->memfd, 0);
+    void *p = mmap(NULL, shm_seg_size(), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
+                   ep->memfd, 0);
     if (p == MAP_FAILED)
         return gx_fail(GX_ENOMEM, GX_SUB_FABRIC, "shm: cannot map a %zu-byte segment: %m",
                        shm_seg_size());
