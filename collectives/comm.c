@@ -120,6 +120,19 @@ static int place_rank(struct gx_comm *c)
         snprintf(c->nic_name, sizeof(c->nic_name), "%s", pl.nic_names[0]);
         c->nic_port = pl.nic_ports[0];
     }
+    /* Share the CPU set with the other local ranks placed on it (as Open MPI
+     * binds 2 ranks to a core each): two ranks left to migrate onto one CPU
+     * turn every handoff between them into a context switch. */
+    int share_k = 0, share_m = 0;
+    for (int q = 0; q < c->local_size; q++) {
+        struct gx_topo_placement other = GX_TOPO_PLACEMENT_INIT;
+        if (gx_topo_place_rank(topo, q, c->local_size, GX_TOPO_GPU_AUTO, &other) != GX_OK ||
+            strcmp(other.cpuset, pl.cpuset) != 0)
+            continue;
+        share_k += q < c->local_rank;
+        share_m++;
+    }
+    (void)gx_topo_share_cpus(&pl, share_k, share_m);
     if (gx_topo_bind(&pl) != GX_OK)
         GX_WARN(GX_SUB_INIT, "could not bind rank %d to CPUs %s; running unbound", c->rank,
                 pl.cpuset);

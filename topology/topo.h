@@ -11,7 +11,7 @@
  *     struct gx_topo_placement pl = GX_TOPO_PLACEMENT_INIT;
  *     rc = gx_topo_open(&topo);                       // probe or GX_TOPO_FILE
  *     rc = gx_topo_place_rank(topo, local_rank, local_size, GX_TOPO_GPU_AUTO, &pl);
- *     rc = gx_topo_bind(&pl);                         // GX_BIND=auto|none
+ *     rc = gx_topo_bind(&pl);                         // GX_BIND=auto|numa|none
  *     // verbs provider: open pl.nic_names[0] (port pl.nic_ports[0]), and the
  *     // further pl.nic_names[1..nic_count-1] as extra rails if it can.
  *     gx_topo_free(topo);
@@ -69,5 +69,15 @@ int gx_topo_gpu_by_busid(const struct gx_topo *topo, const char *busid, int *gpu
  * (a GX_TOPO_FILE from another machine) is a warning, not an error.
  */
 int gx_topo_bind(const struct gx_topo_placement *placement);
+
+/**
+ * Share a placement's CPU set among the `m` local ranks placed on the same
+ * set, this one being the `k`-th of them (GX_BIND=auto): when m is at most
+ * the set's CPU count, keep only the CPUs at list positions p with
+ * p % m == k (so ranks never migrate onto each other's CPUs, and with the
+ * usual numbering an SMT sibling stays with its core); otherwise, and with
+ * GX_BIND=numa or none, leave the set alone. GX_EINVAL for a malformed set.
+ */
+int gx_topo_share_cpus(struct gx_topo_placement *placement, int k, int m);
 
 #endif

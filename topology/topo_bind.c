@@ -10,14 +10,17 @@
 
 #include <errno.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-GX_PARAM_DEFINE(gx_param_bind, "GX_BIND", GX_PARAM_ENUM, "auto", "auto|none",
-                "bind each rank's threads to the CPUs of its nearest NUMA node: auto binds "
-                "unless the launcher already restricted the process (numactl, srun --cpu-bind); "
-                "none never binds");
+GX_PARAM_DEFINE(gx_param_bind, "GX_BIND", GX_PARAM_ENUM, "auto", "auto|numa|none",
+                "bind each rank's threads to CPUs near its GPU/NIC: auto gives each of the local "
+                "ranks placed on one NUMA node its own share of that node's CPUs (one CPU each "
+                "when there are as many ranks as CPUs); numa binds to the whole NUMA node; "
+                "both leave a process the launcher already restricted (numactl, srun "
+                "--cpu-bind) alone; none never binds");
 
 /* "0-7,16-23" -> set; -1 when malformed. */
 static int parse_cpulist(const char *list, cpu_set_t *set)
@@ -54,7 +57,7 @@ int gx_topo_bind(const struct gx_topo_placement *placement)
         return rc;
     if (placement == NULL)
         return gx_fail(GX_EINVAL, GX_SUB_TOPO, "gx_topo_bind: placement is NULL");
-    if (mode == 1 || placement->cpuset[0] == '\0')
+    if (mode == 2 || placement->cpuset[0] == '\0')
         return GX_OK;
 
     cpu_set_t want, have;
@@ -76,5 +79,35 @@ int gx_topo_bind(const struct gx_topo_placement *placement)
     }
     GX_INFO(GX_SUB_TOPO, "local rank %d bound to CPUs %s (NUMA node %d)", placement->local_rank,
             placement->cpuset, placement->numa_node);
+    return GX_OK;
+}
+
+int gx_topo_share_cpus(struct gx_topo_placement *placement, int k, int m)
+{
+    int mode = 0, rc;
+    if ((rc = gx_param_enum(&gx_param_bind, &mode)) != GX_OK)
+        return rc;
+    if (mode != 0 || m <= 1 || k < 0 || k >= m || placement->cpuset[0] == '\0')
+        return GX_OK;
+    cpu_set_t set;
+    if (parse_cpulist(placement->cpuset, &set) != 0)
+        return gx_fail(GX_EINVAL, GX_SUB_TOPO, "malformed CPU list '%s' in placement",
+                       placement->cpuset);
+    if (CPU_COUNT(&set) < m)
+        return GX_OK;
+    char out[GX_TOPO_CPUSET_MAX];
+    size_t len = 0;
+    out[0] = '\0';
+    for (int cpu = 0, pos = 0; cpu < CPU_SETSIZE; cpu++) {
+        if (!CPU_ISSET(cpu, &set))
+            continue;
+        if (pos++ % m != k)
+            continue;
+        int w = snprintf(out + len, sizeof(out) - len, "%s%d", len ? "," : "", cpu);
+        if (w < 0 || (size_t)w >= sizeof(out) - len)
+            return GX_OK; /* too long to write down: keep the whole set */
+        len += (size_t)w;
+    }
+    snprintf(placement->cpuset, sizeof(placement->cpuset), "%s", out);
     return GX_OK;
 }
