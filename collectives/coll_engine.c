@@ -50,6 +50,7 @@ GX_PARAM_DEFINE(gx_param_progress, "GX_PROGRESS", GX_PARAM_ENUM, "thread", "thre
 #define STEP_DONE 2
 #define STEP_WINDOW 1024          /* steps looked at per pass, from the first not done */
 #define BOOT_POLL_NS 20000000ull  /* how often to look for failures other ranks reported */
+#define BOOT_POLL_EVERY 32        /* engine passes between two looks at the clock for it */
 #define ROOT_CAUSE_GRACE_MS 200   /* wait this long for a peer's report after a link error */
 /* Receives posted at once per communicator: each pins a registration and
  * may queue a CTS in the transport, so keep them bounded. Sends are not
@@ -67,6 +68,11 @@ struct coll_comm {
     int recvs_posted;              /* receives in the transport (RECV_BUDGET) */
     uint64_t seq;                  /* collectives issued (incl. rejected calls) */
     uint64_t next_boot_poll;
+    unsigned progress_calls;       /* the clock is read every BOOT_POLL_EVERY of them */
+    /* The last algorithm choice: a loop of equal calls skips the model. */
+    int memo_kind;
+    size_t memo_bytes;
+    enum coll_algo memo_algo;
     bool use_thread;
     int waiters;                   /* callers inside gx_wait: they progress, the thread rests */
     bool thread_started;
@@ -520,7 +526,8 @@ static void check_outside_failures(struct coll_comm *cc)
         status = atomic_load(&c->async_status);
         snprintf(msg, sizeof(msg), "%s", c->async_msg);
         pthread_mutex_unlock(&c->lock);
-    } else if (gx_now_ns() >= cc->next_boot_poll) {
+    } else if ((++cc->progress_calls % BOOT_POLL_EVERY) == 0 &&
+               gx_now_ns() >= cc->next_boot_poll) {
         cc->next_boot_poll = gx_now_ns() + BOOT_POLL_NS;
         gx_boot_progress(c->boot, 0);
         status = gx_boot_failure(c->boot, msg, sizeof(msg));
@@ -599,6 +606,7 @@ static struct coll_comm *coll_comm_get(struct gx_comm *c)
             int mode = 0;
             (void)gx_param_enum(&gx_param_progress, &mode);
             cc->comm = c;
+            cc->memo_kind = -1;
             cc->use_thread = mode == 0 && c->size > 1;
             pthread_mutex_init(&cc->mu, NULL);
             pthread_mutex_init(&cc->pool_mu, NULL);
@@ -806,7 +814,17 @@ int coll_issue(struct gx_comm *comm, uint64_t seq, const struct coll_args *a, co
             return rc;
         }
     }
-    op->algo = coll_choose(comm, a->kind, model_bytes(a));
+    size_t mb = model_bytes(a);
+    pthread_mutex_lock(&cc->mu);
+    if (cc->memo_kind == (int)a->kind && cc->memo_bytes == mb) {
+        op->algo = cc->memo_algo;
+    } else {
+        op->algo = coll_choose(comm, a->kind, mb);
+        cc->memo_kind = (int)a->kind;
+        cc->memo_bytes = mb;
+        cc->memo_algo = op->algo;
+    }
+    pthread_mutex_unlock(&cc->mu);
     int n = comm->size;
     if (n > 1) {
         op->desc_out = (struct coll_desc){

@@ -5,19 +5,21 @@
  * round every rank copies its piece of the input into its slot and raises
  * in[b]; then
  *  - small rounds (SHM_SMALL_BYTES or fewer): every rank reduces the whole
- *    piece from all slots into its output, raises done[b] - one
- *    synchronisation per round;
- *  - larger rounds: rank r reduces block r of the piece from all slots into
- *    its output and back into its own slot, raises red[b], then copies the
- *    other ranks' reduced blocks out of their slots into its output, raises
- *    done[b].
+ *    piece from its own and all other slots into its output, raises done[b]
+ *    - one synchronisation per round;
+ *  - larger rounds: rank r stages all but block r of its piece (nobody else
+ *    reads that block), reduces block r from its input and the other slots
+ *    into its output and copies it into its own slot, raises red[b], then
+ *    copies the other ranks' reduced blocks out of their slots into its
+ *    output, raises done[b].
  * A slot is refilled two rounds later, once every rank's done[b] says it has
  * finished reading it; so round k+1 is staged while round k is reduced.
- * Every rank applies the same operands in rank order, and each reduced block
- * is computed once, so results are bitwise equal on every rank. The caller's
- * output is written only after the round's input is staged, so in-place
- * calls need no extra copy.
+ * Each reduced block is computed by one rank and copied to the others, so
+ * every rank holds the same bits. The caller's output is written only after
+ * the round's input is staged (in place, block r is reduced into itself),
+ * so in-place calls need no extra copy.
  */
+#include <stdbool.h>
 #include <string.h>
 
 #include "collectives/coll.h"
@@ -26,16 +28,17 @@
 
 #define SHM_SMALL_BYTES (16u << 10)
 
-/* dst = slot_0 op slot_1 op ... op slot_{n-1} (each at byte offset off);
- * returns the last step. */
+/* dst = own op slot_{r+1} op ... op slot_{r-1} (the slots at byte offset
+ * off; `own` is this rank's operand: its slot or its input, which may be
+ * dst itself when in place); returns the last step. Every block is reduced
+ * by one rank only, so the operand order need not be the same on all. */
 static int reduce_all(struct coll_op *op, const struct coll_shm_arena *ar, unsigned b, size_t off,
-                      char *dst, size_t count, int dep)
+                      const char *own, char *dst, size_t count, int dep)
 {
-    int n = ar->nranks;
-    int s = cs_reduce3(op, dst, shm_slot(ar, 0, b) + off, shm_slot(ar, 1, b) + off, count, dep,
-                       -1, -1);
+    int n = ar->nranks, r = ar->rank;
+    int s = cs_reduce3(op, dst, own, shm_slot(ar, (r + 1) % n, b) + off, count, dep, -1, -1);
     for (int j = 2; j < n; j++)
-        s = cs_reduce(op, dst, shm_slot(ar, j, b) + off, count, s, -1, -1);
+        s = cs_reduce(op, dst, shm_slot(ar, (r + j) % n, b) + off, count, s, -1, -1);
     if (op->a.op == GX_AVG)
         s = cs_avg(op, dst, count, s, -1, -1);
     return s;
@@ -63,20 +66,32 @@ int shm_allreduce_build(struct coll_op *op)
         size_t off = block_off(count, (int)rounds, (int)k), len = block_len(count, (int)rounds,
                                                                            (int)k);
         char *mine = shm_slot(ar, r, b);
+        bool small = len * es <= SHM_SMALL_BYTES || len < (size_t)n;
+        size_t mo = block_off(len, n, r), ml = block_len(len, n, r);
         /* The slot's previous round is over on every rank. */
         int free_slot = g >= SHM_NBUF ? cs_flag_wait(op, &ctl[0].done[b], stride, g + 1 - SHM_NBUF,
                                                      -1, -1, -1)
                                       : -1;
-        int staged = cs_copy(op, mine, sb + off * es, len * es, free_slot, -1, -1);
+        /* Stage what the others read: everything for small rounds, else
+         * all but block r (this rank reduces that one from its input). */
+        int staged;
+        if (small) {
+            staged = cs_copy(op, mine, sb + off * es, len * es, free_slot, -1, -1);
+        } else {
+            staged = cs_copy(op, mine, sb + off * es, mo * es, free_slot, -1, -1);
+            size_t tail = mo + ml;
+            staged = cs_copy(op, mine + tail * es, sb + (off + tail) * es, (len - tail) * es,
+                             staged, -1, -1);
+        }
         staged = cs_flag_set(op, &ctl[r].in[b], v, staged, -1, -1);
         int all_in = cs_flag_wait(op, &ctl[0].in[b], stride, v, staged, -1, -1);
-        if (len * es <= SHM_SMALL_BYTES || len < (size_t)n) {
-            int red = reduce_all(op, ar, b, 0, rb + off * es, len, all_in);
+        if (small) {
+            int red = reduce_all(op, ar, b, 0, mine, rb + off * es, len, all_in);
             cs_flag_set(op, &ctl[r].done[b], v, red, -1, -1);
             continue;
         }
-        size_t mo = block_off(len, n, r), ml = block_len(len, n, r);
-        int red = reduce_all(op, ar, b, mo * es, rb + (off + mo) * es, ml, all_in);
+        int red = reduce_all(op, ar, b, mo * es, sb + (off + mo) * es, rb + (off + mo) * es, ml,
+                             all_in);
         red = cs_copy(op, mine + mo * es, rb + (off + mo) * es, ml * es, red, -1, -1);
         red = cs_flag_set(op, &ctl[r].red[b], v, red, -1, -1);
         int last = cs_flag_wait(op, &ctl[0].red[b], stride, v, red, -1, -1);

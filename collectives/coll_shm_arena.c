@@ -28,7 +28,7 @@
 GX_PARAM_DEFINE(gx_param_coll_shm, "GX_COLL_SHM", GX_PARAM_ENUM, "auto", "auto|off",
                 "Collectives of a communicator whose ranks all share a node work in one "
                 "shared-memory arena (auto), or pass messages like any other (off).");
-GX_PARAM_DEFINE(gx_param_coll_shm_slot, "GX_COLL_SHM_SLOT", GX_PARAM_SIZE, "512K", NULL,
+GX_PARAM_DEFINE(gx_param_coll_shm_slot, "GX_COLL_SHM_SLOT", GX_PARAM_SIZE, "256K", NULL,
                 "Bytes of a rank's input staged per round in the shared-memory arena (two "
                 "such slots per rank). Rank 0's value is used.");
 
@@ -78,7 +78,7 @@ static bool wanted(struct gx_comm *c)
 
 static size_t slot_setting(void)
 {
-    size_t slot = 512 << 10;
+    size_t slot = 256 << 10;
     (void)gx_param_size(&gx_param_coll_shm_slot, &slot);
     if (slot < 4096)
         slot = 4096;
@@ -95,7 +95,7 @@ static int make_segment(int n, size_t slot, void **map_out)
         return -1;
     void *p = MAP_FAILED;
     if (ftruncate(fd, (off_t)bytes) == 0)
-        p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
     if (p == MAP_FAILED) {
         GX_INFO(GX_SUB_COLL, "shared-memory arena of %zu bytes not made: %s", bytes,
                 strerror(errno));
@@ -141,7 +141,7 @@ static void *map_peer_segment(const struct arena_record *r0, int n, const char *
     struct stat st;
     void *p = MAP_FAILED;
     if (fstat(fd, &st) == 0 && (size_t)st.st_size == bytes)
-        p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
     close(fd);
     if (p == MAP_FAILED) {
         *why = "rank 0's segment has the wrong size or could not be mapped";

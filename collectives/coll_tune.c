@@ -13,7 +13,9 @@
  * the same algorithm; the choice travels in the mismatch descriptor, so a
  * rank with a different GX_ALGO fails with GX_EMISMATCH instead of hanging.
  */
+#include <math.h>
 #include <pthread.h>
+#include <unistd.h>
 #include <string.h>
 #include <strings.h>
 
@@ -42,11 +44,34 @@ struct link_cost {
 static const struct link_cost link_shm = { "shm", 4e-6, 1.0 / 3.0e9 };
 static const struct link_cost link_tcp = { "tcp", 40e-6, 1.0 / 1.2e9 };
 static const double gamma_reduce = 1.0 / 4.0e9; /* seconds per byte reduced */
-/* The shared-memory arena (coll_shm.c): a flag handoff between ranks, and
- * memcpy into and out of the arena. */
-static const double shm_sync = 1.5e-6;
-static const double shm_copy_beta = 1.0 / 6.0e9;
-#define SHM_ROUND_BYTES (512u << 10) /* GX_COLL_SHM_SLOT's default */
+/* The shared-memory arena (coll_shm.c): a flag handoff between ranks (when
+ * there are more ranks than CPUs, a handoff waits for the scheduler), and
+ * memcpy into and out of the arena (cache-resident slots). Measured with
+ * gx-perf on the development machine, 2 and 4 ranks on 2 CPUs. */
+static const double shm_handoff = 1.5e-6;
+/* With more ranks than CPUs: a small round waits for every rank to be
+ * scheduled in turn; in large rounds the waits overlap others' copying. */
+static const double shm_handoff_oversubscribed_small = 30e-6;
+static const double shm_handoff_oversubscribed_large = 8e-6;
+static const double shm_copy_beta = 1.0 / 8.0e9;
+#define SHM_ROUND_BYTES (256u << 10) /* GX_COLL_SHM_SLOT's default */
+#define SHM_SMALL_ROUND (16u << 10)  /* coll_shm.c's SHM_SMALL_BYTES */
+
+static double shm_allreduce_time(double S, int n)
+{
+    static long cpus;
+    if (!cpus)
+        cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    double rounds = S > SHM_ROUND_BYTES ? ceil(S / SHM_ROUND_BYTES) : 1, piece = S / rounds;
+    bool over = n > cpus;
+    if (piece <= SHM_SMALL_ROUND) /* stage all; every rank reduces everything */
+        return rounds * (over ? shm_handoff_oversubscribed_small : shm_handoff) +
+               S * shm_copy_beta + S * (n - 1) * gamma_reduce;
+    double handoff = over ? shm_handoff_oversubscribed_large : shm_handoff;
+    /* stage (n-1)/n, copy back 1/n, copy out (n-1)/n; reduce one block */
+    return rounds * 2 * handoff + S * shm_copy_beta * (2.0 * n - 1) / n +
+           S * (n - 1) / n * gamma_reduce;
+}
 
 #define MAX_CHUNKS 64
 
@@ -205,14 +230,8 @@ double coll_predict(enum coll_kind kind, enum coll_algo algo, size_t bytes, int 
             double D = dbtree_depth(n), k = coll_chunks(bytes / 2), c = S / 2 / k;
             return (2 * D + 2 * (k - 1)) * 2 * (a + c * b) + 2 * D * c * g;
         }
-        case COLL_ALGO_SHM: {
-            /* Only inside one node. Per round: stage, reduce a 1/n block
-             * from n slots, copy n-1 blocks out; two handoffs. */
-            if (nodes > 1)
-                return -1;
-            double rounds = S > SHM_ROUND_BYTES ? S / SHM_ROUND_BYTES : 1;
-            return rounds * 2 * shm_sync + S * shm_copy_beta * (2 - 1.0 / n) + S * g;
-        }
+        case COLL_ALGO_SHM: /* only inside one node */
+            return nodes > 1 ? -1 : shm_allreduce_time(S, n);
         default:
             return -1;
         }
