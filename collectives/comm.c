@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "collectives/boot_coll.h"
 #include "collectives/comm_env.h"
@@ -170,6 +171,8 @@ static void compute_nodes(struct gx_comm *c)
             c->local_size++;
         }
     }
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    c->oversubscribed = cpus > 0 && c->local_size > cpus;
 }
 
 static struct gx_comm *comm_alloc(struct gx_boot *boot, int rank, int size)

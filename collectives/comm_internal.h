@@ -24,6 +24,7 @@ struct gx_comm {
     int local_size;
     int node_count;
     int node_index;
+    bool oversubscribed;        /* more ranks on this node than CPUs it may use */
     int op_timeout_ms;
     char name[32];
     char job_key[256];          /* authenticates the fabric connections too */

@@ -1,6 +1,7 @@
 /* request.c - request lifecycle (gx_test, gx_wait, gx_request_free) and the
  * barrier, which runs over the bootstrap network. */
 #include "collectives/request.h"
+#include "collectives/comm_internal.h"
 
 #include <sched.h>
 #include <stdlib.h>
@@ -59,8 +60,10 @@ GX_API int gx_wait(struct gx_request *req, int timeout_ms)
                                                             : timeout_ms);
     if (req->wait_begin && !req->done)
         req->wait_begin(req);
-    /* Spin briefly, then yield, then nap: many ranks share few cores. */
-    const unsigned spin = 200;
+    /* Spin briefly, then yield, then nap: many ranks share few cores. With
+     * more ranks on the node than CPUs, the rank awaited is usually waiting
+     * for this CPU: spinning only delays it, so yield almost at once. */
+    const unsigned spin = req->comm && req->comm->oversubscribed ? 4 : 200;
     for (unsigned spins = 0;; spins++) {
         request_step(req);
         if (req->done)
