@@ -19,9 +19,12 @@
  *
  * Selective signaling: one signaled WR per op and QP (its last), control
  * writes unsignaled except one in every sq_depth/2 so the send queue always
- * drains. No malloc, lock or system call per message: rings are sized at
- * connection time, buffers posted without a registration hit the
- * registration cache, and posting/polling are user-space doorbells.
+ * drains. No malloc, lock or system call per message on registered memory:
+ * rings are sized at connection time and posting/polling are user-space
+ * doorbells. A buffer posted without a registration is registered through
+ * the registration cache: for this operation only by default
+ * (GX_IB_RCACHE=per-op, an ibv_reg_mr/ibv_dereg_mr pair), kept with
+ * GX_IB_RCACHE=cache (docs/verbs.md).
  */
 #include <arpa/inet.h>
 #include <inttypes.h>
