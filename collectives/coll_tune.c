@@ -191,13 +191,15 @@ static double pipelined(const struct link_cost *l, double hops, size_t bytes, do
     return (hops + k - 1) * (l->alpha + chunk * (l->beta + red * gamma_reduce));
 }
 
-double coll_predict(enum coll_kind kind, enum coll_algo algo, size_t bytes, int n, int nodes)
+/* `net`: the link between nodes (probed, or the tcp defaults). */
+static double predict(enum coll_kind kind, enum coll_algo algo, size_t bytes, int n, int nodes,
+                      const struct link_cost *net)
 {
     if (!applies(kind, algo))
         return -1;
     if (n <= 1)
         return 0;
-    const struct link_cost *l = nodes > 1 ? &link_tcp : &link_shm;
+    const struct link_cost *l = nodes > 1 ? net : &link_shm;
     double S = (double)bytes, a = l->alpha, b = l->beta, g = gamma_reduce;
     int p = coll_pof2(n);
     double L = log2i(p), fold = p != n ? 1 : 0, lg = log2i(n);
@@ -258,19 +260,24 @@ double coll_predict(enum coll_kind kind, enum coll_algo algo, size_t bytes, int 
 
 /* `arena`: the communicator has a shared-memory arena (coll_shm.h); the
  * same on every rank. Forcing shm where there is none falls back to auto. */
+double coll_predict(enum coll_kind kind, enum coll_algo algo, size_t bytes, int n, int nodes)
+{
+    return predict(kind, algo, bytes, n, nodes, &link_tcp);
+}
+
 static enum coll_algo choose(enum coll_kind kind, size_t bytes, int n, int nodes, bool arena,
-                             bool *forced_out)
+                             const struct link_cost *net, bool *forced_out)
 {
     pthread_once(&forced_once, parse_forced);
     *forced_out = forced[kind] != COLL_ALGO_AUTO && (forced[kind] != COLL_ALGO_SHM || arena);
     if (*forced_out)
         return forced[kind];
     enum coll_algo best = applicable[kind][0];
-    double best_t = coll_predict(kind, best, bytes, n, nodes);
+    double best_t = predict(kind, best, bytes, n, nodes, net);
     for (int i = 1; i < MAX_APPLICABLE && applicable[kind][i]; i++) {
         if (applicable[kind][i] == COLL_ALGO_SHM && !arena)
             continue;
-        double t = coll_predict(kind, applicable[kind][i], bytes, n, nodes);
+        double t = predict(kind, applicable[kind][i], bytes, n, nodes, net);
         if (t >= 0 && t < best_t) {
             best_t = t;
             best = applicable[kind][i];
@@ -282,7 +289,9 @@ static enum coll_algo choose(enum coll_kind kind, size_t bytes, int n, int nodes
 enum coll_algo coll_choose(const struct gx_comm *comm, enum coll_kind kind, size_t bytes)
 {
     bool f;
-    return choose(kind, bytes, comm->size, comm->node_count, comm->shm != NULL, &f);
+    struct link_cost probed = { "probed", comm->net_alpha, comm->net_beta };
+    const struct link_cost *net = comm->net_alpha > 0 ? &probed : &link_tcp;
+    return choose(kind, bytes, comm->size, comm->node_count, comm->shm != NULL, net, &f);
 }
 
 /* ---- gx-info --tuning ------------------------------------------------------ */
@@ -321,6 +330,9 @@ int gx_coll_tuning_print(FILE *f, int nranks, int nnodes)
     fprintf(f, "cost model: link %s alpha %.1f us, %.2f GB/s; reduction %.2f GB/s; "
             "pipelining chunk GX_COLL_CHUNK=%s\n", l->name, l->alpha * 1e6, 1e-9 / l->beta,
             1e-9 / gamma_reduce, gx_param_text(&gx_param_coll_chunk));
+    if (nnodes > 1)
+        fprintf(f, "(a communicator across nodes replaces the tcp figures with its own link's, "
+                "probed at set-up: GX_COLL_PROBE; GX_DEBUG=info shows them)\n");
     fprintf(f, "GX_ALGO=%s\n\n", gx_param_text(&gx_param_algo));
     fprintf(f, "all_reduce (predicted time per algorithm; * = chosen)\n");
     /* One node: assume the shared-memory arena (GX_COLL_SHM=auto, shm links). */
@@ -331,7 +343,8 @@ int gx_coll_tuning_print(FILE *f, int nranks, int nnodes)
                                           COLL_ALGO_TREE, COLL_ALGO_DBTREE, COLL_ALGO_SHM };
     for (size_t b = 4; b <= ((size_t)1 << 30); b *= 4) {
         bool forced_flag;
-        enum coll_algo c = choose(COLL_ALLREDUCE, b, nranks, nnodes, arena, &forced_flag);
+        enum coll_algo c = choose(COLL_ALLREDUCE, b, nranks, nnodes, arena, &link_tcp,
+                                  &forced_flag);
         char sz[16];
         fmt_size(sz, sizeof(sz), b);
         fprintf(f, "%10s", sz);
@@ -355,7 +368,8 @@ int gx_coll_tuning_print(FILE *f, int nranks, int nnodes)
         fprintf(f, "%10s", sz);
         for (int k = 1; k < COLL_KIND_COUNT; k++) {
             bool forced_flag;
-            enum coll_algo c = choose((enum coll_kind)k, b, nranks, nnodes, arena, &forced_flag);
+            enum coll_algo c = choose((enum coll_kind)k, b, nranks, nnodes, arena, &link_tcp,
+                                      &forced_flag);
             char t[24], cell[40];
             fmt_time(t, sizeof(t), coll_predict((enum coll_kind)k, c, b, nranks, nnodes));
             snprintf(cell, sizeof(cell), "%s %s", coll_algo_name(c), t);

@@ -250,6 +250,8 @@ GX_API int gx_comm_init(const struct gx_config *config, struct gx_comm **comm_ou
         rc = gx_xport_open(c, &c->xport);
     if (rc == GX_OK)
         rc = gx_coll_shm_open(c);
+    if (rc == GX_OK)
+        rc = gx_coll_probe(c);
     if (rc != GX_OK) {
         /* Tell the others now rather than let them wait for their deadline. */
         char msg[512];
@@ -361,6 +363,8 @@ GX_API int gx_comm_split(struct gx_comm *comm, int color, int key, struct gx_com
     rc = gx_xport_open(c, &c->xport);
     if (rc == GX_OK)
         rc = gx_coll_shm_open(c);
+    if (rc == GX_OK)
+        rc = gx_coll_probe(c);
     if (rc != GX_OK) {
         comm_free(c);
         gx_boot_release(comm->boot);

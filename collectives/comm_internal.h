@@ -25,6 +25,7 @@ struct gx_comm {
     int node_count;
     int node_index;
     bool oversubscribed;        /* more ranks on this node than CPUs it may use */
+    double net_alpha, net_beta; /* probed network link (coll_probe.c); 0: not probed */
     int op_timeout_ms;
     char name[32];
     char job_key[256];          /* authenticates the fabric connections too */
@@ -67,6 +68,10 @@ bool gx_comm_same_node(const struct gx_comm *c, int a, int b);
 /** Collectives engine hook (coll_engine.c): stop the progress thread and
  *  detach in-flight collectives; called by comm.c before the transport closes. */
 void gx_coll_comm_destroy(struct gx_comm *c);
+
+/** Probe the network link between nodes for the cost model (coll_probe.c);
+ *  collective: every rank of the communicator calls it at set-up. */
+int gx_coll_probe(struct gx_comm *c);
 
 /** All-gather over the bootstrap (for other layers' address exchange). */
 int gx_comm_boot_allgather(struct gx_comm *c, const void *mine, void *all, size_t each);
