@@ -123,9 +123,10 @@ static int place_rank(struct gx_comm *c)
     }
     /* Share the CPU set with the other local ranks placed on it (as Open MPI
      * binds 2 ranks to a core each): two ranks left to migrate onto one CPU
-     * turn every handoff between them into a context switch. */
+     * turn every handoff between them into a context switch. Not when other
+     * "nodes" run on this host too: their ranks would get the same shares. */
     int share_k = 0, share_m = 0;
-    for (int q = 0; q < c->local_size; q++) {
+    for (int q = 0; q < c->local_size && c->host_size == c->local_size; q++) {
         struct gx_topo_placement other = GX_TOPO_PLACEMENT_INIT;
         if (gx_topo_place_rank(topo, q, c->local_size, GX_TOPO_GPU_AUTO, &other) != GX_OK ||
             strcmp(other.cpuset, pl.cpuset) != 0)
@@ -171,8 +172,14 @@ static void compute_nodes(struct gx_comm *c)
             c->local_size++;
         }
     }
+    /* Ranks of this communicator on this machine: more than local_size when
+     * "nodes" share a host (GX_NODE_ID, network namespaces). */
+    const char *host = gx_boot_record(c->boot, c->world_ranks[c->rank])->host;
+    c->host_size = 0;
+    for (int r = 0; r < c->size; r++)
+        c->host_size += strcmp(gx_boot_record(c->boot, c->world_ranks[r])->host, host) == 0;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    c->oversubscribed = cpus > 0 && c->local_size > cpus;
+    c->oversubscribed = cpus > 0 && c->host_size > cpus;
 }
 
 static struct gx_comm *comm_alloc(struct gx_boot *boot, int rank, int size)

@@ -24,7 +24,8 @@ struct gx_comm {
     int local_size;
     int node_count;
     int node_index;
-    bool oversubscribed;        /* more ranks on this node than CPUs it may use */
+    int host_size;              /* ranks on this machine (>= local_size: fake nodes) */
+    bool oversubscribed;        /* more ranks on this machine than CPUs */
     double net_alpha, net_beta; /* probed network link (coll_probe.c); 0: not probed */
     int op_timeout_ms;
     char name[32];
