@@ -59,9 +59,14 @@ static const double shm_copy_beta = 1.0 / 8.0e9;
 
 static double shm_allreduce_time(double S, int n)
 {
-    static long cpus;
-    if (!cpus)
+    /* Read once (sysconf reads /sys); communicators in several threads may
+     * race to fill it in, with the same value. */
+    static long cached_cpus;
+    long cpus = __atomic_load_n(&cached_cpus, __ATOMIC_RELAXED);
+    if (!cpus) {
         cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        __atomic_store_n(&cached_cpus, cpus, __ATOMIC_RELAXED);
+    }
     double rounds = S > SHM_ROUND_BYTES ? ceil(S / SHM_ROUND_BYTES) : 1, piece = S / rounds;
     bool over = n > cpus;
     if (piece <= SHM_SMALL_ROUND) /* stage all; every rank reduces everything */
