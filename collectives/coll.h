@@ -63,7 +63,8 @@ enum coll_step_kind {
     CS_AVG,     /* dst /= nranks */
     CS_NOP,     /* joins dependencies */
     CS_FLAG_SET,  /* store-release len into the u64 at dst (shared-memory arena) */
-    CS_FLAG_WAIT, /* until every rank's u64 at dst + rank * msg bytes is >= len */
+    CS_FLAG_WAIT, /* until every rank's u64 at src + rank * msg bytes is >= len (msg 0:
+                     only rank peer's, at src) */
 };
 
 #define CS_MAX_DEPS 3
@@ -149,6 +150,9 @@ int cs_nop(struct coll_op *op, int d0, int d1, int d2);
 int cs_flag_set(struct coll_op *op, uint64_t *flag, uint64_t value, int d0, int d1, int d2);
 int cs_flag_wait(struct coll_op *op, const uint64_t *first, size_t stride, uint64_t value, int d0,
                  int d1, int d2);
+/* Wait for one rank's counter only (its address is `flag`). */
+int cs_flag_wait_one(struct coll_op *op, const uint64_t *flag, int rank, uint64_t value, int d0,
+                     int d1, int d2);
 /* Allocate op->scratch (from the comm's pool); NULL and build_status set on
  * failure. */
 void *cs_scratch(struct coll_op *op, size_t bytes);
@@ -220,6 +224,9 @@ int linear_gather_build(struct coll_op *op);
 int linear_scatter_build(struct coll_op *op);
 int linear_alltoall_build(struct coll_op *op);
 int shm_allreduce_build(struct coll_op *op);
+int shm_bcast_build(struct coll_op *op);
+int shm_allgather_build(struct coll_op *op);
+int shm_reduce_scatter_build(struct coll_op *op);
 
 /* ---- engine (coll_engine.c) --------------------------------------------- */
 

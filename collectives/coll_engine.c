@@ -301,7 +301,8 @@ static uint32_t step_tag(const struct coll_op *op, const struct coll_step *s)
 static void run_flag_wait(struct coll_op *op, struct coll_step *s)
 {
     const struct coll_shm_arena *ar = op->comm->shm;
-    for (int j = 0; j < ar->nranks; j++) {
+    bool one = s->msg == 0; /* cs_flag_wait_one: rank s->peer only */
+    for (int j = one ? s->peer : 0; j < (one ? s->peer + 1 : ar->nranks); j++) {
         const uint64_t *f = (const uint64_t *)((const char *)s->src + (size_t)j * s->msg);
         if (__atomic_load_n(f, __ATOMIC_ACQUIRE) >= s->len)
             continue;
@@ -769,13 +770,16 @@ static int build(struct coll_op *op)
         default: return ring_allreduce_build(op);
         }
     case COLL_BROADCAST:
+        if (op->algo == COLL_ALGO_SHM)
+            return shm_bcast_build(op);
         return op->algo == COLL_ALGO_RING ? chain_bcast_build(op) : tree_bcast_build(op);
     case COLL_REDUCE:
         return op->algo == COLL_ALGO_RING ? chain_reduce_build(op) : tree_reduce_build(op);
     case COLL_ALLGATHER:
-        return ring_allgather_build(op);
+        return op->algo == COLL_ALGO_SHM ? shm_allgather_build(op) : ring_allgather_build(op);
     case COLL_REDUCE_SCATTER:
-        return ring_reduce_scatter_build(op);
+        return op->algo == COLL_ALGO_SHM ? shm_reduce_scatter_build(op)
+                                          : ring_reduce_scatter_build(op);
     case COLL_GATHER:
         return linear_gather_build(op);
     case COLL_SCATTER:

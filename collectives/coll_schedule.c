@@ -124,6 +124,14 @@ int cs_flag_wait(struct coll_op *op, const uint64_t *first, size_t stride, uint6
     return i;
 }
 
+int cs_flag_wait_one(struct coll_op *op, const uint64_t *flag, int rank, uint64_t value, int d0,
+                     int d1, int d2)
+{
+    int i = cs_flag_wait(op, flag, 0, value, d0, d1, d2);
+    op->steps[i].peer = rank;
+    return i;
+}
+
 void *cs_scratch(struct coll_op *op, size_t bytes)
 {
     if (op->scratch)

@@ -57,16 +57,36 @@ static const double shm_copy_beta = 1.0 / 8.0e9;
 #define SHM_ROUND_BYTES (256u << 10) /* GX_COLL_SHM_SLOT's default */
 #define SHM_SMALL_ROUND (16u << 10)  /* coll_shm.c's SHM_SMALL_BYTES */
 
-static double shm_allreduce_time(double S, int n)
+/* Read once (sysconf reads /sys); communicators in several threads may race
+ * to fill it in, with the same value. */
+static long online_cpus(void)
 {
-    /* Read once (sysconf reads /sys); communicators in several threads may
-     * race to fill it in, with the same value. */
     static long cached_cpus;
     long cpus = __atomic_load_n(&cached_cpus, __ATOMIC_RELAXED);
     if (!cpus) {
         cpus = sysconf(_SC_NPROCESSORS_ONLN);
         __atomic_store_n(&cached_cpus, cpus, __ATOMIC_RELAXED);
     }
+    return cpus;
+}
+
+/* Broadcast, all-gather, reduce-scatter in the arena (coll_shm_collectives.c)
+ * for S bytes per block: one handoff per round of `per_slot` blocks, `copies`
+ * block copies and `reductions` block reductions per rank. */
+static double shm_moves_time(double S, int n, int per_slot, double copies, double reductions)
+{
+    long cpus = online_cpus();
+    double per_round = (double)SHM_ROUND_BYTES / per_slot;
+    double rounds = S > per_round ? ceil(S / per_round) : 1;
+    double handoff = n > cpus ? (S / rounds <= SHM_SMALL_ROUND ? shm_handoff_oversubscribed_small
+                                                              : shm_handoff_oversubscribed_large)
+                              : shm_handoff;
+    return rounds * handoff + copies * S * shm_copy_beta + reductions * S * gamma_reduce;
+}
+
+static double shm_allreduce_time(double S, int n)
+{
+    long cpus = online_cpus();
     double rounds = S > SHM_ROUND_BYTES ? ceil(S / SHM_ROUND_BYTES) : 1, piece = S / rounds;
     bool over = n > cpus;
     if (piece <= SHM_SMALL_ROUND) /* stage all; every rank reduces everything */
@@ -84,10 +104,10 @@ static double shm_allreduce_time(double S, int n)
 static const enum coll_algo applicable[COLL_KIND_COUNT][MAX_APPLICABLE] = {
     [COLL_ALLREDUCE] = { COLL_ALGO_RING, COLL_ALGO_RD, COLL_ALGO_RHD, COLL_ALGO_TREE,
                          COLL_ALGO_DBTREE, COLL_ALGO_SHM, 0 },
-    [COLL_BROADCAST] = { COLL_ALGO_TREE, COLL_ALGO_RING, 0 },
+    [COLL_BROADCAST] = { COLL_ALGO_TREE, COLL_ALGO_RING, COLL_ALGO_SHM, 0 },
     [COLL_REDUCE] = { COLL_ALGO_TREE, COLL_ALGO_RING, 0 },
-    [COLL_ALLGATHER] = { COLL_ALGO_RING, 0 },
-    [COLL_REDUCE_SCATTER] = { COLL_ALGO_RING, 0 },
+    [COLL_ALLGATHER] = { COLL_ALGO_RING, COLL_ALGO_SHM, 0 },
+    [COLL_REDUCE_SCATTER] = { COLL_ALGO_RING, COLL_ALGO_SHM, 0 },
     [COLL_GATHER] = { COLL_ALGO_LINEAR, 0 },
     [COLL_SCATTER] = { COLL_ALGO_LINEAR, 0 },
     [COLL_ALLTOALL] = { COLL_ALGO_LINEAR, 0 },
@@ -243,6 +263,8 @@ static double predict(enum coll_kind kind, enum coll_algo algo, size_t bytes, in
             return -1;
         }
     case COLL_BROADCAST:
+        if (algo == COLL_ALGO_SHM)
+            return nodes > 1 ? -1 : shm_moves_time(S, n, 1, 2, 0);
         if (algo == COLL_ALGO_RING)
             return pipelined(l, n - 1, bytes, 0);
         return pipelined(l, lg, bytes, 0) + (lg - 1) * S * b;
@@ -251,8 +273,12 @@ static double predict(enum coll_kind kind, enum coll_algo algo, size_t bytes, in
             return pipelined(l, n - 1, bytes, 1);
         return pipelined(l, lg, bytes, 1) + (lg - 1) * S * (b + g);
     case COLL_ALLGATHER:
+        if (algo == COLL_ALGO_SHM)
+            return nodes > 1 ? -1 : shm_moves_time(S, n, 1, n, 0);
         return (n - 1) * (a + S * b);
     case COLL_REDUCE_SCATTER:
+        if (algo == COLL_ALGO_SHM)
+            return nodes > 1 ? -1 : shm_moves_time(S, n, n, n - 1, n - 1);
         return (n - 1) * (a + S * (b + g));
     case COLL_GATHER:
     case COLL_SCATTER:

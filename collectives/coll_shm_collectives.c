@@ -1,0 +1,155 @@
+/*
+ * coll_shm_collectives.c - broadcast, all-gather and reduce-scatter in the
+ * node's shared-memory arena (coll_shm.h), with the rounds, slots and
+ * counters of the all-reduce (coll_shm.c):
+ *  - broadcast: the root stages a piece of its buffer in its slot and
+ *    raises in[b]; every other rank waits for the root's counter alone and
+ *    copies the piece out;
+ *  - all-gather: every rank stages a piece of its block, raises in[b], and
+ *    copies the same piece of every other rank's block out of its slot;
+ *  - reduce-scatter: every rank stages the same piece of each block the
+ *    others reduce (block j's piece in sub-slot j), raises in[b], and reduces
+ *    its own block's piece from its input and sub-slot r of every slot.
+ * Each round ends with done[b], which the round two later waits for on every
+ * rank before it refills slot b.
+ */
+#include <string.h>
+
+#include "collectives/coll.h"
+#include "collectives/coll_shm.h"
+#include "collectives/comm_internal.h"
+
+struct shm_round {
+    uint64_t v;          /* counter value of the round: its number + 1 */
+    unsigned b;          /* slot */
+    int slot_free;       /* step after which slot b may be refilled (-1: at once) */
+};
+
+/* Hand out `rounds` rounds; the same on every rank (issue order). */
+static uint64_t take_rounds(struct coll_shm_arena *ar, size_t rounds)
+{
+    return __atomic_fetch_add(&ar->next_round, rounds, __ATOMIC_RELAXED);
+}
+
+static struct shm_round round_begin(struct coll_op *op, struct coll_shm_arena *ar, uint64_t g)
+{
+    struct shm_round rd = { .v = g + 1, .b = (unsigned)(g % SHM_NBUF), .slot_free = -1 };
+    if (g >= SHM_NBUF)
+        rd.slot_free = cs_flag_wait(op, &ar->ctl[0].done[rd.b], sizeof(struct shm_rank_ctl),
+                                    g + 1 - SHM_NBUF, -1, -1, -1);
+    return rd;
+}
+
+static size_t rounds_for(size_t count, size_t per_round)
+{
+    return per_round ? (count + per_round - 1) / per_round : 0;
+}
+
+int shm_bcast_build(struct coll_op *op)
+{
+    const struct coll_args *a = &op->a;
+    struct coll_shm_arena *ar = op->comm->shm;
+    int r = ar->rank, root = a->root;
+    size_t es = a->es, count = a->count;
+    if (count == 0)
+        return GX_OK;
+    size_t rounds = rounds_for(count, ar->slot_bytes / es);
+    uint64_t g0 = take_rounds(ar, rounds);
+    const char *sb = a->sendbuf;
+    char *rb = a->recvbuf;
+    if (r == root && sb != rb)
+        cs_copy(op, rb, sb, count * es, -1, -1, -1);
+    for (size_t k = 0; k < rounds; k++) {
+        struct shm_round rd = round_begin(op, ar, g0 + k);
+        size_t off = block_off(count, (int)rounds, (int)k) * es;
+        size_t len = block_len(count, (int)rounds, (int)k) * es;
+        char *root_slot = shm_slot(ar, root, rd.b);
+        int last;
+        if (r == root) {
+            last = cs_copy(op, root_slot, sb + off, len, rd.slot_free, -1, -1);
+            last = cs_flag_set(op, &ar->ctl[r].in[rd.b], rd.v, last, -1, -1);
+        } else {
+            last = cs_flag_wait_one(op, &ar->ctl[root].in[rd.b], root, rd.v, rd.slot_free, -1,
+                                    -1);
+            last = cs_copy(op, rb + off, root_slot, len, last, -1, -1);
+        }
+        cs_flag_set(op, &ar->ctl[r].done[rd.b], rd.v, last, -1, -1);
+    }
+    return GX_OK;
+}
+
+int shm_allgather_build(struct coll_op *op)
+{
+    const struct coll_args *a = &op->a;
+    struct coll_shm_arena *ar = op->comm->shm;
+    int n = ar->nranks, r = ar->rank;
+    size_t es = a->es, count = a->count, block = count * es;
+    if (count == 0)
+        return GX_OK;
+    size_t rounds = rounds_for(count, ar->slot_bytes / es);
+    uint64_t g0 = take_rounds(ar, rounds);
+    const char *sb = a->sendbuf;
+    char *rb = a->recvbuf;
+    /* Our own block goes straight across (nothing to do in place). */
+    cs_copy(op, rb + (size_t)r * block, sb, block, -1, -1, -1);
+    for (size_t k = 0; k < rounds; k++) {
+        struct shm_round rd = round_begin(op, ar, g0 + k);
+        size_t off = block_off(count, (int)rounds, (int)k) * es;
+        size_t len = block_len(count, (int)rounds, (int)k) * es;
+        int last = cs_copy(op, shm_slot(ar, r, rd.b), sb + off, len, rd.slot_free, -1, -1);
+        last = cs_flag_set(op, &ar->ctl[r].in[rd.b], rd.v, last, -1, -1);
+        last = cs_flag_wait(op, &ar->ctl[0].in[rd.b], sizeof(struct shm_rank_ctl), rd.v, last,
+                            -1, -1);
+        for (int j = 1; j < n; j++) {
+            int p = (r + j) % n;
+            last = cs_copy(op, rb + (size_t)p * block + off, shm_slot(ar, p, rd.b), len, last, -1,
+                           -1);
+        }
+        cs_flag_set(op, &ar->ctl[r].done[rd.b], rd.v, last, -1, -1);
+    }
+    return GX_OK;
+}
+
+int shm_reduce_scatter_build(struct coll_op *op)
+{
+    const struct coll_args *a = &op->a;
+    struct coll_shm_arena *ar = op->comm->shm;
+    int n = ar->nranks, r = ar->rank;
+    size_t es = a->es, count = a->count, block = count * es;
+    if (count == 0)
+        return GX_OK;
+    /* A round stages the same piece of all n blocks: n sub-slots. */
+    size_t per_round = ar->slot_bytes / ((size_t)n * es);
+    if (per_round == 0) /* a slot smaller than one element per rank */
+        return ring_reduce_scatter_build(op);
+    size_t rounds = rounds_for(count, per_round), sub = per_round * es;
+    uint64_t g0 = take_rounds(ar, rounds);
+    const char *sb = a->sendbuf;
+    char *rb = a->recvbuf;
+    for (size_t k = 0; k < rounds; k++) {
+        struct shm_round rd = round_begin(op, ar, g0 + k);
+        size_t eoff = block_off(count, (int)rounds, (int)k);
+        size_t elen = block_len(count, (int)rounds, (int)k);
+        char *mine = shm_slot(ar, r, rd.b);
+        int last = rd.slot_free;
+        for (int j = 0; j < n; j++)
+            if (j != r)
+                last = cs_copy(op, mine + (size_t)j * sub, sb + (size_t)j * block + eoff * es,
+                               elen * es, last, -1, -1);
+        last = cs_flag_set(op, &ar->ctl[r].in[rd.b], rd.v, last, -1, -1);
+        last = cs_flag_wait(op, &ar->ctl[0].in[rd.b], sizeof(struct shm_rank_ctl), rd.v, last,
+                            -1, -1);
+        /* out = own op slot_{r+1} op ... (sub-slot r of each), in place too */
+        char *out = rb + eoff * es;
+        const char *own = sb + (size_t)r * block + eoff * es;
+        size_t at = (size_t)r * sub;
+        last = cs_reduce3(op, out, own, shm_slot(ar, (r + 1) % n, rd.b) + at, elen, last, -1,
+                          -1);
+        for (int j = 2; j < n; j++)
+            last = cs_reduce(op, out, shm_slot(ar, (r + j) % n, rd.b) + at, elen, last, -1, -1);
+        if (a->op == GX_AVG)
+            last = cs_avg(op, out, elen, last, -1, -1);
+        cs_flag_set(op, &ar->ctl[r].done[rd.b], rd.v, last, -1, -1);
+    }
+    return GX_OK;
+}
