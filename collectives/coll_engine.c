@@ -16,8 +16,9 @@
  * gx_test/gx_wait also advance the engine when the lock is free. "caller"
  * runs the engine only inside gx_test/gx_wait.
  *
- * Owns: struct coll_comm, the lifecycle of struct coll_op, the descriptor
- * check (GX_EMISMATCH) and the failure policy: a collective that fails for a
+ * Owns: struct coll_comm (coll_engine.h), the lifecycle of struct coll_op,
+ * the algorithm names, the scratch pool and the failure policy (running one
+ * collective's steps, the descriptor check included, is coll_steps.c): a collective that fails for a
  * reason other than its own arguments sets the communicator's async error,
  * tells the other ranks through the bootstrap (so ranks waiting elsewhere
  * fail at once, naming the root cause) and aborts the transport so nothing
@@ -28,13 +29,11 @@
 #include <errno.h>
 #include <sched.h>
 #include <stdatomic.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "collectives/coll.h"
-#include "collectives/coll_shm.h"
 #include "collectives/comm_internal.h"
 #include "collectives/request.h"
 #include "common/clock.h"
@@ -45,46 +44,12 @@ GX_PARAM_DEFINE(gx_param_progress, "GX_PROGRESS", GX_PARAM_ENUM, "thread", "thre
                 "Who advances non-blocking collectives: a progress thread per communicator "
                 "(thread), or only gx_test/gx_wait in the calling thread (caller).");
 
-#define STEP_WAITING 0
-#define STEP_POSTED 1
-#define STEP_DONE 2
-#define STEP_WINDOW 1024          /* steps looked at per pass, from the first not done */
+#include "collectives/coll_engine.h"
+
 #define BOOT_POLL_NS 20000000ull  /* how often to look for failures other ranks reported */
 #define BOOT_POLL_EVERY 32        /* engine passes between two looks at the clock for it */
 #define ROOT_CAUSE_GRACE_MS 200   /* wait this long for a peer's report after a link error */
-/* Receives posted at once per communicator: each pins a registration and
- * may queue a CTS in the transport, so keep them bounded. Sends are not
- * limited (they wait in the transport's queue), so a rank never starves its
- * peers. */
-#define RECV_BUDGET 32
-#define SCRATCH_POOL 8            /* scratch buffers kept per communicator */
 
-struct coll_comm {
-    struct gx_comm *comm;
-    pthread_mutex_t mu;
-    pthread_cond_t cond;
-    struct coll_op *head, *tail;   /* outstanding collectives in issue order */
-    unsigned nactive;
-    int recvs_posted;              /* receives in the transport (RECV_BUDGET) */
-    uint64_t seq;                  /* collectives issued (incl. rejected calls) */
-    uint64_t next_boot_poll;
-    unsigned progress_calls;       /* the clock is read every BOOT_POLL_EVERY of them */
-    /* The last algorithm choice: a loop of equal calls skips the model. */
-    int memo_kind;
-    size_t memo_bytes;
-    enum coll_algo memo_algo;
-    bool use_thread;
-    int waiters;                   /* callers inside gx_wait: they progress, the thread rests */
-    bool thread_started;
-    bool stop;
-    pthread_t thread;
-    /* Scratch buffers of finished collectives, kept for the next ones: a
-     * fresh large malloc per collective costs a page fault per 4 KiB (the
-     * kernel zeroes every page), which dominated large all-reduces. */
-    pthread_mutex_t pool_mu;
-    void *pool[SCRATCH_POOL];
-    size_t pool_size[SCRATCH_POOL];
-};
 
 static const char *const kind_names[COLL_KIND_COUNT] = {
     "allreduce", "broadcast", "reduce", "allgather", "reduce_scatter", "gather", "scatter",
@@ -153,46 +118,7 @@ void coll_scratch_give(struct coll_comm *cc, void *buf, size_t size)
     free(drop);
 }
 
-/* ---- describing calls ------------------------------------------------- */
-
-static void describe_desc(const struct coll_desc *d, char *buf, size_t len)
-{
-    const char *kind = coll_kind_name((enum coll_kind)d->coll);
-    int n = snprintf(buf, len, "%s #%llu (count %llu, %s", kind, (unsigned long long)d->seq,
-                     (unsigned long long)d->count, gx_datatype_name((enum gx_datatype)d->dtype));
-    if (n < 0 || (size_t)n >= len)
-        return;
-    if (d->op != 0xff)
-        n += snprintf(buf + n, len - (size_t)n, ", %s", gx_redop_name((enum gx_redop)d->op));
-    if ((size_t)n < len && d->root >= 0)
-        n += snprintf(buf + n, len - (size_t)n, ", root %d", d->root);
-    if ((size_t)n < len)
-        snprintf(buf + n, len - (size_t)n, ", algorithm %s)",
-                 coll_algo_name((enum coll_algo)d->algo));
-}
-
-static void describe_op(const struct coll_op *op, char *buf, size_t len)
-{
-    snprintf(buf, len, "%s #%llu on communicator '%s' (rank %d of %d)",
-             coll_kind_name(op->a.kind), (unsigned long long)op->seq, op->comm->name,
-             op->comm->rank, op->comm->size);
-}
-
 /* ---- failure ------------------------------------------------------------ */
-
-static void op_set_error(struct coll_op *op, int status, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void op_set_error(struct coll_op *op, int status, const char *fmt, ...)
-{
-    if (op->finished)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(op->errmsg, sizeof(op->errmsg), fmt, ap);
-    va_end(ap);
-    op->status = status;
-}
-
 /* Take a failure other ranks reported through the bootstrap, if any. */
 static int boot_root_cause(struct gx_comm *c, char *msg, size_t len, int grace_ms)
 {
@@ -209,7 +135,7 @@ static int boot_root_cause(struct gx_comm *c, char *msg, size_t len, int grace_m
 /* The communicator is broken: every outstanding collective fails with
  * `status`, the transport is aborted (nothing may write into the callers'
  * buffers once their requests report), and other ranks are told. Called
- * with cc->mu held, after op_set_error() on the op that failed first. */
+ * with cc->mu held, after coll_op_set_error() on the op that failed first. */
 static void comm_broken(struct coll_comm *cc, int status, const char *msg, int failed_world_rank)
 {
     struct gx_comm *c = cc->comm;
@@ -220,234 +146,29 @@ static void comm_broken(struct coll_comm *cc, int status, const char *msg, int f
     for (struct coll_op *op = cc->head; op; op = op->next) {
         if (op->status == GX_OK) {
             char what[160];
-            describe_op(op, what, sizeof(what));
-            op_set_error(op, status, "%s failed: %s", what, msg);
+            coll_describe_op(op, what, sizeof(what));
+            coll_op_set_error(op, status, "%s failed: %s", what, msg);
         }
     }
-}
-
-/* ---- running steps ------------------------------------------------------ */
-
-static bool deps_done(const struct coll_op *op, const struct coll_step *s)
-{
-    for (int k = 0; k < CS_MAX_DEPS; k++)
-        if (s->dep[k] >= 0 && op->steps[s->dep[k]].state != STEP_DONE)
-            return false;
-    return true;
-}
-
-static void check_desc(struct coll_op *op)
-{
-    const struct coll_desc *m = &op->desc_out, *p = &op->desc_in;
-    int prev = (op->comm->rank + op->comm->size - 1) % op->comm->size;
-    op->desc_checked = true;
-    if (p->magic != COLL_DESC_MAGIC || p->version != COLL_PROTO_VERSION) {
-        op_set_error(op, GX_EPROTO, "%s #%llu: rank %d sent a malformed collective descriptor "
-                     "(magic 0x%x version %u) to rank %d", coll_kind_name(op->a.kind),
-                     (unsigned long long)op->seq, prev, p->magic, p->version, op->comm->rank);
-        return;
-    }
-    if (memcmp(m, p, sizeof(*m)) == 0)
-        return;
-    char mine[200], theirs[200];
-    describe_desc(m, mine, sizeof(mine));
-    describe_desc(p, theirs, sizeof(theirs));
-    op_set_error(op, GX_EMISMATCH, "collective mismatch on communicator '%s': rank %d called "
-                 "%s but rank %d called %s%s", op->comm->name, prev, theirs, op->comm->rank, mine,
-                 p->seq != m->seq ? " (a rank skipped a collective, e.g. one that failed its "
-                 "argument checks there)" : "");
-}
-
-/* A send or receive finished: check it. */
-static void comm_step_finished(struct coll_op *op, int i)
-{
-    struct coll_step *s = &op->steps[i];
-    struct xp_op *x = &s->xop;
-    if (s->kind == CS_RECV) {
-        op->cc->recvs_posted--;
-        op->recvs_posted--;
-    }
-    if (x->status == GX_ETRUNCATE) {
-        snprintf(op->anomaly, sizeof(op->anomaly), "%s #%llu: rank %d and rank %d disagree on "
-                 "a message size (%s): ranks called different collectives or counts",
-                 coll_kind_name(op->a.kind), (unsigned long long)op->seq, op->comm->rank, s->peer,
-                 x->err);
-    } else if (x->status != GX_OK) {
-        if (op->status == GX_OK) {
-            char what[160];
-            describe_op(op, what, sizeof(what));
-            op_set_error(op, x->status, "%s failed: %s", what, x->err);
-        }
-    } else if (s->kind == CS_RECV && x->received != s->len) {
-        snprintf(op->anomaly, sizeof(op->anomaly), "%s #%llu: rank %d sent %zu bytes where rank "
-                 "%d expected %zu: ranks called different collectives or counts",
-                 coll_kind_name(op->a.kind), (unsigned long long)op->seq, s->peer, x->received,
-                 op->comm->rank, s->len);
-    }
-    s->state = STEP_DONE;
-    if (i == op->desc_recv_step && op->status == GX_OK)
-        check_desc(op);
-}
-
-static uint32_t step_tag(const struct coll_op *op, const struct coll_step *s)
-{
-    return s->msg == UINT32_MAX ? COLL_DESC_TAG : COLL_TAG(op->seq, s->msg);
-}
-
-/* A shared-memory flag wait: done once every rank's counter has reached the
- * value. While it has not, now and then check that the ranks it waits for
- * still live (a dead process raises no flag and closes no connection the
- * engine watches here). */
-static void run_flag_wait(struct coll_op *op, struct coll_step *s)
-{
-    const struct coll_shm_arena *ar = op->comm->shm;
-    bool one = s->msg == 0; /* cs_flag_wait_one: rank s->peer only */
-    for (int j = one ? s->peer : 0; j < (one ? s->peer + 1 : ar->nranks); j++) {
-        const uint64_t *f = (const uint64_t *)((const char *)s->src + (size_t)j * s->msg);
-        if (__atomic_load_n(f, __ATOMIC_ACQUIRE) >= s->len)
-            continue;
-        s->peer = j;
-        if ((++op->flag_polls & 4095) == 0 && shm_peer_gone(ar, j)) {
-            char what[160];
-            describe_op(op, what, sizeof(what));
-            s->xop.status = GX_EPEER;
-            s->state = STEP_DONE;
-            op_set_error(op, GX_EPEER, "%s failed: rank %d (pid %d) exited while rank %d waited "
-                         "for it in the shared-memory arena", what, j, (int)ar->ctl[j].pid,
-                         op->comm->rank);
-        }
-        return; /* stays waiting */
-    }
-    s->state = STEP_DONE;
-}
-
-static void run_step(struct coll_op *op, struct coll_step *s)
-{
-    struct gx_xport *x = op->comm->xport;
-    int rc = GX_OK;
-    switch (s->kind) {
-    case CS_SEND:
-        rc = gx_xport_send(x, &s->xop, s->peer, step_tag(op, s), s->src, s->len);
-        break;
-    case CS_RECV:
-        /* The oldest collective may always post: otherwise later ones can
-         * hold the whole budget while the oldest waits for a receive its
-         * peers' sends depend on, and every rank stalls (seen under TSan). */
-        if (op->cc->recvs_posted >= RECV_BUDGET && op != op->cc->head)
-            return; /* stays waiting */
-        rc = gx_xport_recv(x, &s->xop, s->peer, step_tag(op, s), s->dst, s->len);
-        if (rc == GX_OK) {
-            op->cc->recvs_posted++;
-            op->recvs_posted++;
-        }
-        break;
-    case CS_REDUCE:
-        op->fn(s->dst, s->src, s->len);
-        break;
-    case CS_REDUCE3:
-        if (s->dst == s->src) /* in-place forms: the two-operand kernel */
-            op->fn(s->dst, s->src2, s->len);
-        else if (s->dst == s->src2)
-            op->fn(s->dst, s->src, s->len);
-        else
-            op->fn3(s->dst, s->src, s->src2, s->len);
-        break;
-    case CS_COPY:
-        if (s->len && s->dst != s->src)
-            memcpy(s->dst, s->src, s->len);
-        break;
-    case CS_AVG:
-        rc = gx_reduce_finish_avg(s->dst, op->a.dtype, s->len, op->comm->size);
-        break;
-    case CS_FLAG_SET:
-        __atomic_store_n((uint64_t *)s->dst, (uint64_t)s->len, __ATOMIC_RELEASE);
-        break;
-    case CS_FLAG_WAIT:
-        run_flag_wait(op, s);
-        return;
-    default:
-        break;
-    }
-    if (rc != GX_OK) {
-        char what[160];
-        describe_op(op, what, sizeof(what));
-        op_set_error(op, rc, "%s failed posting to rank %d: %s", what, s->peer, gx_last_error());
-        return;
-    }
-    s->state = (s->kind == CS_SEND || s->kind == CS_RECV) ? STEP_POSTED : STEP_DONE;
-}
-
-/* One pass over an op's window. Returns true when anything changed. */
-static bool op_pass(struct coll_op *op)
-{
-    bool changed = false;
-    bool only_desc = op->anomaly[0] != 0;
-    int end = op->first + STEP_WINDOW < op->nsteps ? op->first + STEP_WINDOW : op->nsteps;
-    for (int i = op->first; i < end && op->status == GX_OK; i++) {
-        struct coll_step *s = &op->steps[i];
-        if (s->state == STEP_DONE)
-            continue;
-        if (only_desc && i != op->desc_recv_step)
-            continue;
-        if (s->state == STEP_WAITING) {
-            if (!deps_done(op, s))
-                continue;
-            run_step(op, s);
-            if (s->state == STEP_WAITING && op->status == GX_OK)
-                continue; /* out of receive budget */
-            changed = true;
-        }
-        if (s->state == STEP_POSTED && __atomic_load_n(&s->xop.done, __ATOMIC_ACQUIRE)) {
-            comm_step_finished(op, i);
-            changed = true;
-            if (op->anomaly[0])
-                only_desc = true;
-        }
-    }
-    while (op->first < op->nsteps && op->steps[op->first].state == STEP_DONE)
-        op->first++;
-    return changed;
-}
-
-static void stall_report(const struct coll_op *op, char *buf, size_t len)
-{
-    size_t n = 0;
-    int shown = 0;
-    buf[0] = 0;
-    for (int i = op->first; i < op->nsteps && shown < 6; i++) {
-        const struct coll_step *s = &op->steps[i];
-        bool flag_wait = s->kind == CS_FLAG_WAIT && s->state == STEP_WAITING && s->peer >= 0;
-        if (!flag_wait && (s->state != STEP_POSTED || s->xop.done))
-            continue;
-        int w = snprintf(buf + n, len - n, "%s%s rank %d", shown ? ", " : "",
-                         flag_wait ? "shared-memory flag of"
-                         : s->kind == CS_RECV ? "receive from" : "send to", s->peer);
-        if (w < 0 || (size_t)w >= len - n)
-            break;
-        n += (size_t)w;
-        shown++;
-    }
-    if (!shown)
-        snprintf(buf, len, "no message outstanding");
 }
 
 /* Advance one op; returns GX_OK when it finished (successfully or not). */
 static int op_advance(struct coll_comm *cc, struct coll_op *op, bool *progressed)
 {
     if (op->status == GX_OK) {
-        for (int pass = 0; pass < 8 && op_pass(op); pass++)
+        for (int pass = 0; pass < 8 && coll_op_pass(op); pass++)
             *progressed = true;
     }
     if (op->status == GX_OK && op->anomaly[0] &&
         (op->desc_recv_step < 0 || op->steps[op->desc_recv_step].state == STEP_DONE))
-        op_set_error(op, GX_EMISMATCH, "%s", op->anomaly);
+        coll_op_set_error(op, GX_EMISMATCH, "%s", op->anomaly);
     if (op->status == GX_OK && op->first == op->nsteps)
         return GX_OK;
     if (op->status == GX_OK && gx_ms_left(op->deadline) == 0) {
         char what[160], stall[300];
-        describe_op(op, what, sizeof(what));
-        stall_report(op, stall, sizeof(stall));
-        op_set_error(op, GX_ETIMEOUT, "%s did not complete within GX_TIMEOUT (%d ms); still "
+        coll_describe_op(op, what, sizeof(what));
+        coll_stall_report(op, stall, sizeof(stall));
+        coll_op_set_error(op, GX_ETIMEOUT, "%s did not complete within GX_TIMEOUT (%d ms); still "
                      "waiting on: %s", what, op->comm->op_timeout_ms, stall);
     }
     if (op->status == GX_OK)
@@ -467,9 +188,9 @@ static int op_advance(struct coll_comm *cc, struct coll_op *op, bool *progressed
         int bs = boot_root_cause(cc->comm, bmsg, sizeof(bmsg), ROOT_CAUSE_GRACE_MS);
         if (bs != GX_OK) {
             char what[160];
-            describe_op(op, what, sizeof(what));
+            coll_describe_op(op, what, sizeof(what));
             op->status = GX_OK;
-            op_set_error(op, bs, "%s failed: %s", what, bmsg);
+            coll_op_set_error(op, bs, "%s failed: %s", what, bmsg);
             failed_peer = -1;
         }
     }
@@ -644,7 +365,7 @@ void gx_coll_comm_destroy(struct gx_comm *c)
          * transport closes. Their owners must still free them. */
         gx_xport_abort(c->xport);
         for (struct coll_op *op = cc->head; op; op = op->next)
-            op_set_error(op, GX_EABORTED, "%s #%llu: communicator '%s' was destroyed while it "
+            coll_op_set_error(op, GX_EABORTED, "%s #%llu: communicator '%s' was destroyed while it "
                          "was in flight", coll_kind_name(op->a.kind),
                          (unsigned long long)op->seq, c->name);
         while (cc->head) {
@@ -731,8 +452,8 @@ static void coll_req_release(struct gx_request *req)
         if (op->active) {
             /* Freed while in flight (after a timeout): the comm is broken. */
             char what[160];
-            describe_op(op, what, sizeof(what));
-            op_set_error(op, GX_ETIMEOUT, "%s was freed while still in flight", what);
+            coll_describe_op(op, what, sizeof(what));
+            coll_op_set_error(op, GX_ETIMEOUT, "%s was freed while still in flight", what);
             comm_broken(cc, GX_ETIMEOUT, op->errmsg, -1);
             op_finish(cc, op);
         }
