@@ -44,6 +44,23 @@ static int reduce_all(struct coll_op *op, const struct coll_shm_arena *ar, unsig
     return s;
 }
 
+uint64_t shm_take_rounds(struct coll_shm_arena *a, size_t count, size_t per_round,
+                         size_t *rounds_out)
+{
+    size_t rounds = per_round ? (count + per_round - 1) / per_round : 0;
+    *rounds_out = rounds;
+    return __atomic_fetch_add(&a->next_round, rounds, __ATOMIC_RELAXED);
+}
+
+struct shm_round shm_round_begin(struct coll_op *op, struct coll_shm_arena *a, uint64_t g)
+{
+    struct shm_round rd = { .v = g + 1, .b = (unsigned)(g % SHM_NBUF), .slot_free = -1 };
+    if (g >= SHM_NBUF)
+        rd.slot_free = cs_flag_wait(op, &a->ctl[0].done[rd.b], sizeof(struct shm_rank_ctl),
+                                    g + 1 - SHM_NBUF, -1, -1, -1);
+    return rd;
+}
+
 int shm_allreduce_build(struct coll_op *op)
 {
     const struct coll_args *a = &op->a;
@@ -52,26 +69,23 @@ int shm_allreduce_build(struct coll_op *op)
         return ar || a->count == 0 ? GX_OK : GX_EINVAL;
     int n = ar->nranks, r = ar->rank;
     size_t es = a->es, count = a->count;
-    size_t per_round = ar->slot_bytes / es;
-    size_t rounds = (count + per_round - 1) / per_round;
-    uint64_t g0 = __atomic_fetch_add(&ar->next_round, rounds, __ATOMIC_RELAXED);
+    size_t rounds;
+    uint64_t g0 = shm_take_rounds(ar, count, ar->slot_bytes / es, &rounds);
     const size_t stride = sizeof(struct shm_rank_ctl);
     struct shm_rank_ctl *ctl = ar->ctl;
     const char *sb = a->sendbuf;
     char *rb = a->recvbuf;
 
     for (size_t k = 0; k < rounds; k++) {
-        uint64_t g = g0 + k, v = g + 1;
-        unsigned b = (unsigned)(g % SHM_NBUF);
+        struct shm_round rd = shm_round_begin(op, ar, g0 + k);
+        uint64_t v = rd.v;
+        unsigned b = rd.b;
+        int free_slot = rd.slot_free;
         size_t off = block_off(count, (int)rounds, (int)k), len = block_len(count, (int)rounds,
                                                                            (int)k);
         char *mine = shm_slot(ar, r, b);
         bool small = len * es <= SHM_SMALL_BYTES || len < (size_t)n;
         size_t mo = block_off(len, n, r), ml = block_len(len, n, r);
-        /* The slot's previous round is over on every rank. */
-        int free_slot = g >= SHM_NBUF ? cs_flag_wait(op, &ctl[0].done[b], stride, g + 1 - SHM_NBUF,
-                                                     -1, -1, -1)
-                                      : -1;
         /* Stage what the others read: everything for small rounds, else
          * all but block r (this rank reduces that one from its input). */
         int staged;

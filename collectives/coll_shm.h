@@ -60,6 +60,23 @@ static inline char *shm_slot(const struct coll_shm_arena *a, int rank, unsigned 
     return a->data + ((size_t)rank * SHM_NBUF + buf) * a->slot_bytes;
 }
 
+/* One round of a collective in the arena (coll_shm.c): its counter value
+ * (round number + 1), its slot, and the step after which the slot may be
+ * refilled (every rank's done counter of the round two earlier; -1: at
+ * once). Built on the collective's schedule (coll.h). */
+struct coll_op;
+struct shm_round {
+    uint64_t v;
+    unsigned b;
+    int slot_free;
+};
+/** Hand out `count` elements' rounds of at most `per_round` elements (the
+ *  same numbers on every rank: issue order); returns the first round. */
+uint64_t shm_take_rounds(struct coll_shm_arena *a, size_t count, size_t per_round,
+                         size_t *rounds_out);
+/** Start round g: adds the wait for its slot to op's schedule. */
+struct shm_round shm_round_begin(struct coll_op *op, struct coll_shm_arena *a, uint64_t g);
+
 /** Is `pid` (a peer's) gone? */
 bool shm_peer_gone(const struct coll_shm_arena *a, int rank);
 

@@ -19,32 +19,6 @@
 #include "collectives/coll_shm.h"
 #include "collectives/comm_internal.h"
 
-struct shm_round {
-    uint64_t v;          /* counter value of the round: its number + 1 */
-    unsigned b;          /* slot */
-    int slot_free;       /* step after which slot b may be refilled (-1: at once) */
-};
-
-/* Hand out `rounds` rounds; the same on every rank (issue order). */
-static uint64_t take_rounds(struct coll_shm_arena *ar, size_t rounds)
-{
-    return __atomic_fetch_add(&ar->next_round, rounds, __ATOMIC_RELAXED);
-}
-
-static struct shm_round round_begin(struct coll_op *op, struct coll_shm_arena *ar, uint64_t g)
-{
-    struct shm_round rd = { .v = g + 1, .b = (unsigned)(g % SHM_NBUF), .slot_free = -1 };
-    if (g >= SHM_NBUF)
-        rd.slot_free = cs_flag_wait(op, &ar->ctl[0].done[rd.b], sizeof(struct shm_rank_ctl),
-                                    g + 1 - SHM_NBUF, -1, -1, -1);
-    return rd;
-}
-
-static size_t rounds_for(size_t count, size_t per_round)
-{
-    return per_round ? (count + per_round - 1) / per_round : 0;
-}
-
 int shm_bcast_build(struct coll_op *op)
 {
     const struct coll_args *a = &op->a;
@@ -53,14 +27,14 @@ int shm_bcast_build(struct coll_op *op)
     size_t es = a->es, count = a->count;
     if (count == 0)
         return GX_OK;
-    size_t rounds = rounds_for(count, ar->slot_bytes / es);
-    uint64_t g0 = take_rounds(ar, rounds);
+    size_t rounds;
+    uint64_t g0 = shm_take_rounds(ar, count, ar->slot_bytes / es, &rounds);
     const char *sb = a->sendbuf;
     char *rb = a->recvbuf;
     if (r == root && sb != rb)
         cs_copy(op, rb, sb, count * es, -1, -1, -1);
     for (size_t k = 0; k < rounds; k++) {
-        struct shm_round rd = round_begin(op, ar, g0 + k);
+        struct shm_round rd = shm_round_begin(op, ar, g0 + k);
         size_t off = block_off(count, (int)rounds, (int)k) * es;
         size_t len = block_len(count, (int)rounds, (int)k) * es;
         char *root_slot = shm_slot(ar, root, rd.b);
@@ -86,14 +60,14 @@ int shm_allgather_build(struct coll_op *op)
     size_t es = a->es, count = a->count, block = count * es;
     if (count == 0)
         return GX_OK;
-    size_t rounds = rounds_for(count, ar->slot_bytes / es);
-    uint64_t g0 = take_rounds(ar, rounds);
+    size_t rounds;
+    uint64_t g0 = shm_take_rounds(ar, count, ar->slot_bytes / es, &rounds);
     const char *sb = a->sendbuf;
     char *rb = a->recvbuf;
     /* Our own block goes straight across (nothing to do in place). */
     cs_copy(op, rb + (size_t)r * block, sb, block, -1, -1, -1);
     for (size_t k = 0; k < rounds; k++) {
-        struct shm_round rd = round_begin(op, ar, g0 + k);
+        struct shm_round rd = shm_round_begin(op, ar, g0 + k);
         size_t off = block_off(count, (int)rounds, (int)k) * es;
         size_t len = block_len(count, (int)rounds, (int)k) * es;
         int last = cs_copy(op, shm_slot(ar, r, rd.b), sb + off, len, rd.slot_free, -1, -1);
@@ -122,12 +96,12 @@ int shm_reduce_scatter_build(struct coll_op *op)
     size_t per_round = ar->slot_bytes / ((size_t)n * es);
     if (per_round == 0) /* a slot smaller than one element per rank */
         return ring_reduce_scatter_build(op);
-    size_t rounds = rounds_for(count, per_round), sub = per_round * es;
-    uint64_t g0 = take_rounds(ar, rounds);
+    size_t rounds, sub = per_round * es;
+    uint64_t g0 = shm_take_rounds(ar, count, per_round, &rounds);
     const char *sb = a->sendbuf;
     char *rb = a->recvbuf;
     for (size_t k = 0; k < rounds; k++) {
-        struct shm_round rd = round_begin(op, ar, g0 + k);
+        struct shm_round rd = shm_round_begin(op, ar, g0 + k);
         size_t eoff = block_off(count, (int)rounds, (int)k);
         size_t elen = block_len(count, (int)rounds, (int)k);
         char *mine = shm_slot(ar, r, rd.b);
