@@ -28,12 +28,10 @@
 
 #define SHM_SMALL_BYTES (16u << 10)
 
-/* dst = own op slot_{r+1} op ... op slot_{r-1} (the slots at byte offset
- * off; `own` is this rank's operand: its slot or its input, which may be
- * dst itself when in place); returns the last step. Every block is reduced
- * by one rank only, so the operand order need not be the same on all. */
-static int reduce_all(struct coll_op *op, const struct coll_shm_arena *ar, unsigned b, size_t off,
-                      const char *own, char *dst, size_t count, int dep)
+/* Every block is reduced by one rank only, so the operand order need not be
+ * the same on all ranks. */
+int shm_reduce_all(struct coll_op *op, const struct coll_shm_arena *ar, unsigned b, size_t off,
+                   const void *own, void *dst, size_t count, int dep)
 {
     int n = ar->nranks, r = ar->rank;
     int s = cs_reduce3(op, dst, own, shm_slot(ar, (r + 1) % n, b) + off, count, dep, -1, -1);
@@ -59,6 +57,14 @@ struct shm_round shm_round_begin(struct coll_op *op, struct coll_shm_arena *a, u
         rd.slot_free = cs_flag_wait(op, &a->ctl[0].done[rd.b], sizeof(struct shm_rank_ctl),
                                     g + 1 - SHM_NBUF, -1, -1, -1);
     return rd;
+}
+
+int shm_all_staged(struct coll_op *op, struct coll_shm_arena *a, const struct shm_round *rd,
+                   int dep)
+{
+    int set = cs_flag_set(op, &a->ctl[a->rank].in[rd->b], rd->v, dep, -1, -1);
+    return cs_flag_wait(op, &a->ctl[0].in[rd->b], sizeof(struct shm_rank_ctl), rd->v, set, -1,
+                        -1);
 }
 
 int shm_allreduce_build(struct coll_op *op)
@@ -97,14 +103,13 @@ int shm_allreduce_build(struct coll_op *op)
             staged = cs_copy(op, mine + tail * es, sb + (off + tail) * es, (len - tail) * es,
                              staged, -1, -1);
         }
-        staged = cs_flag_set(op, &ctl[r].in[b], v, staged, -1, -1);
-        int all_in = cs_flag_wait(op, &ctl[0].in[b], stride, v, staged, -1, -1);
+        int all_in = shm_all_staged(op, ar, &rd, staged);
         if (small) {
-            int red = reduce_all(op, ar, b, 0, mine, rb + off * es, len, all_in);
+            int red = shm_reduce_all(op, ar, b, 0, mine, rb + off * es, len, all_in);
             cs_flag_set(op, &ctl[r].done[b], v, red, -1, -1);
             continue;
         }
-        int red = reduce_all(op, ar, b, mo * es, sb + (off + mo) * es, rb + (off + mo) * es, ml,
+        int red = shm_reduce_all(op, ar, b, mo * es, sb + (off + mo) * es, rb + (off + mo) * es, ml,
                              all_in);
         red = cs_copy(op, mine + mo * es, rb + (off + mo) * es, ml * es, red, -1, -1);
         red = cs_flag_set(op, &ctl[r].red[b], v, red, -1, -1);

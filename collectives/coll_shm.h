@@ -76,6 +76,15 @@ uint64_t shm_take_rounds(struct coll_shm_arena *a, size_t count, size_t per_roun
                          size_t *rounds_out);
 /** Start round g: adds the wait for its slot to op's schedule. */
 struct shm_round shm_round_begin(struct coll_op *op, struct coll_shm_arena *a, uint64_t g);
+/** This rank's input for the round is staged (after step `dep`): raise its
+ *  in counter and wait for every rank's; returns the wait. */
+int shm_all_staged(struct coll_op *op, struct coll_shm_arena *a, const struct shm_round *rd,
+                   int dep);
+/** dst = own op slot_{r+1} op ... op slot_{r-1} (each slot at byte offset
+ *  `off` of slot b), averaged for avg; `own` is this rank's operand and may be
+ *  dst itself. Returns the last step. */
+int shm_reduce_all(struct coll_op *op, const struct coll_shm_arena *a, unsigned b, size_t off,
+                   const void *own, void *dst, size_t count, int dep);
 
 /** Is `pid` (a peer's) gone? */
 bool shm_peer_gone(const struct coll_shm_arena *a, int rank);

@@ -71,9 +71,7 @@ int shm_allgather_build(struct coll_op *op)
         size_t off = block_off(count, (int)rounds, (int)k) * es;
         size_t len = block_len(count, (int)rounds, (int)k) * es;
         int last = cs_copy(op, shm_slot(ar, r, rd.b), sb + off, len, rd.slot_free, -1, -1);
-        last = cs_flag_set(op, &ar->ctl[r].in[rd.b], rd.v, last, -1, -1);
-        last = cs_flag_wait(op, &ar->ctl[0].in[rd.b], sizeof(struct shm_rank_ctl), rd.v, last,
-                            -1, -1);
+        last = shm_all_staged(op, ar, &rd, last);
         for (int j = 1; j < n; j++) {
             int p = (r + j) % n;
             last = cs_copy(op, rb + (size_t)p * block + off, shm_slot(ar, p, rd.b), len, last, -1,
@@ -110,19 +108,10 @@ int shm_reduce_scatter_build(struct coll_op *op)
             if (j != r)
                 last = cs_copy(op, mine + (size_t)j * sub, sb + (size_t)j * block + eoff * es,
                                elen * es, last, -1, -1);
-        last = cs_flag_set(op, &ar->ctl[r].in[rd.b], rd.v, last, -1, -1);
-        last = cs_flag_wait(op, &ar->ctl[0].in[rd.b], sizeof(struct shm_rank_ctl), rd.v, last,
-                            -1, -1);
-        /* out = own op slot_{r+1} op ... (sub-slot r of each), in place too */
-        char *out = rb + eoff * es;
-        const char *own = sb + (size_t)r * block + eoff * es;
-        size_t at = (size_t)r * sub;
-        last = cs_reduce3(op, out, own, shm_slot(ar, (r + 1) % n, rd.b) + at, elen, last, -1,
-                          -1);
-        for (int j = 2; j < n; j++)
-            last = cs_reduce(op, out, shm_slot(ar, (r + j) % n, rd.b) + at, elen, last, -1, -1);
-        if (a->op == GX_AVG)
-            last = cs_avg(op, out, elen, last, -1, -1);
+        last = shm_all_staged(op, ar, &rd, last);
+        /* Own block's piece from the input and sub-slot r of the others (in place too). */
+        last = shm_reduce_all(op, ar, rd.b, (size_t)r * sub, sb + (size_t)r * block + eoff * es,
+                              rb + eoff * es, elen, last);
         cs_flag_set(op, &ar->ctl[r].done[rd.b], rd.v, last, -1, -1);
     }
     return GX_OK;
