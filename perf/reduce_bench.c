@@ -21,9 +21,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "collectives/half.h"
-#include "collectives/reduce.h"
-#include "collectives/reduce_kernels.h"
+#include "collectives/reduce/half.h"
+#include "collectives/reduce/reduce.h"
+#include "collectives/reduce/reduce_kernels.h"
 #include "common/clock.h"
 
 #define MAX_RUNS 101

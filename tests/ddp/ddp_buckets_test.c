@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "../unit/check.h"
-#include "collectives/ddp_internal.h"
+#include "collectives/ddp/ddp_internal.h"
 
 /* Bucket b as a string "9,8,7" for compact comparisons. */
 static const char *bucket_str(const struct ddp_assignment *a, size_t b)

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "collectives/coll_dbtree.h"
+#include "collectives/algorithms/coll_dbtree.h"
 
 #define MAX_N 64
 

@@ -19,9 +19,9 @@
 #include <time.h>
 
 #include "check.h"
-#include "collectives/half.h"
-#include "collectives/reduce.h"
-#include "collectives/reduce_kernels.h"
+#include "collectives/reduce/half.h"
+#include "collectives/reduce/reduce.h"
+#include "collectives/reduce/reduce_kernels.h"
 #include "gx/gx.h"
 
 #ifdef __x86_64__

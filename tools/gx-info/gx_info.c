@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "collectives/coll.h"
+#include "collectives/engine/coll.h"
 
 #include "common/param.h"
 #include "fabric/fabric.h"

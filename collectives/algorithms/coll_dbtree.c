@@ -1,0 +1,203 @@
+/*
+ * coll_dbtree.c - double binary tree all-reduce (the idea NCCL 2.4
+ * introduced): two binary trees over the n ranks, built so that a rank with
+ * children in one tree is a leaf in the other. The vector is cut in two
+ * halves; half 0 is reduced up tree 0 and broadcast back down it, half 1
+ * likewise on tree 1. Both halves go in chunks (coll_chunks), so chunk c
+ * comes down while chunk c+1 still climbs, and the trees run side by side.
+ *
+ * Trees. Positions 1..n form an in-order binary tree: a position's level is
+ * its lowest set bit, so odd positions are the leaves, the root is the
+ * largest power of two <= n and an even position q with lowest bit l has
+ * children q - l/2 and q + l/2 (the right one, when past n, replaced by
+ * q + l/4, q + l/8, ...: the left spine of the missing subtree). Depth is
+ * floor(log2 n) and only even positions have children. Tree 0 puts rank r at
+ * position r + 1, so its interior ranks are the odd ones. Tree 1 must make
+ * the even ranks interior: for even n it mirrors tree 0 (rank r at position
+ * n - r), for odd n it shifts it by one (rank r at position r, rank 0 at
+ * n). NCCL mirrors or shifts the same way; its first tree differs (rank 0 is
+ * a root with one child), which for odd n leaves one rank interior in both
+ * trees; here none is (with odd n rank 0 is a leaf in both).
+ *
+ * Per rank and chunk: leaf side 1 send + 1 receive; interior side 2
+ * receives, 2 reductions, 1 send up (none at the root), 1 receive and 2
+ * sends down. Over both trees a rank sends and receives about 2x the
+ * vector, like the ring, but the latency is 2 floor(log2 n) message times
+ * instead of 2(n-1).
+ *
+ * Bits: each half is combined once, along its tree (a rank adds its left
+ * child's partial sum to its own, then the right child's), and the root's
+ * result (averaged there for GX_AVG) is copied down to everyone, so all
+ * ranks hold identical bits.
+ */
+#include <stdlib.h>
+
+#include "collectives/engine/coll.h"
+#include "collectives/algorithms/coll_dbtree.h"
+#include "collectives/comm/comm_internal.h"
+
+static int lowbit(int v)
+{
+    return v & -v;
+}
+
+/* Parent position of q in the in-order tree over 1..n; 0 at the root.
+ * Climb the unbounded in-order tree (a node with bit 2l set is the right
+ * child of q - l, else the left child of q + l) until inside 1..n. */
+static int pos_parent(int q, int n)
+{
+    if (q == coll_pof2(n))
+        return 0;
+    int a = q;
+    do {
+        int l = lowbit(a);
+        a = (a & (2 * l)) ? a - l : a + l;
+    } while (a > n);
+    return a;
+}
+
+static void pos_children(int q, int n, int kids[2])
+{
+    int l = lowbit(q);
+    kids[0] = kids[1] = 0;
+    if (l == 1)
+        return;
+    kids[0] = q - l / 2;
+    for (int d = l / 2; d >= 1; d /= 2) {
+        if (q + d <= n) {
+            kids[1] = q + d;
+            break;
+        }
+    }
+}
+
+static int rank_to_pos(int n, int tree, int r)
+{
+    if (tree == 0)
+        return r + 1;
+    if (n % 2 == 0)
+        return n - r;      /* mirror */
+    return r == 0 ? n : r; /* shift by one */
+}
+
+static int pos_to_rank(int n, int tree, int q)
+{
+    if (q == 0)
+        return -1;
+    if (tree == 0)
+        return q - 1;
+    if (n % 2 == 0)
+        return n - q;
+    return q % n;
+}
+
+void dbtree_links(int n, int rank, int tree, struct dbtree_links *out)
+{
+    int q = rank_to_pos(n, tree, rank), kids[2];
+    pos_children(q, n, kids);
+    out->parent = pos_to_rank(n, tree, pos_parent(q, n));
+    out->child[0] = pos_to_rank(n, tree, kids[0]);
+    out->child[1] = pos_to_rank(n, tree, kids[1]);
+}
+
+int dbtree_depth(int n)
+{
+    int d = 0;
+    while ((2 << d) <= n)
+        d++;
+    return d;
+}
+
+/* One half of the vector and its tree, as this rank sees them. */
+struct dbtree_half {
+    struct dbtree_links links;
+    size_t off, len;        /* elements */
+    int nch;                /* chunks */
+    uint32_t msg_up, msg_down;
+    char *slot[2];          /* a child's partial sums land here (len elements) */
+};
+
+/* The steps of chunk c of one half: gather the children's partial sums,
+ * pass the subtree's sum up, take the result from above and pass it down. */
+static void dbtree_chunk(struct coll_op *op, const struct dbtree_half *h, int c)
+{
+    const struct coll_args *a = &op->a;
+    size_t es = a->es;
+    size_t rel = block_off(h->len, h->nch, c), cl = block_len(h->len, h->nch, c);
+    if (!cl)
+        return;
+    char *acc = (char *)a->recvbuf + (h->off + rel) * es;
+    const char *have = (const char *)a->sendbuf + (h->off + rel) * es;
+    uint32_t up = h->msg_up + (uint32_t)c, down = h->msg_down + (uint32_t)c;
+    int summed = -1;
+    for (int k = 0; k < 2; k++) {
+        if (h->links.child[k] < 0)
+            continue;
+        char *slot = h->slot[k] + rel * es;
+        int rv = cs_recv(op, h->links.child[k], up, slot, cl * es, -1, -1, -1);
+        summed = cs_reduce3(op, acc, have, slot, cl, rv, summed, -1);
+        have = acc;
+    }
+    int result;
+    if (h->links.parent >= 0) {
+        int sent = cs_send(op, h->links.parent, up, have, cl * es, summed, -1, -1);
+        /* acc (or, in place, the send buffer) is overwritten only once sent */
+        result = cs_recv(op, h->links.parent, down, acc, cl * es, sent, -1, -1);
+    } else {
+        result = summed; /* the root (n >= 2) always has a child */
+        if (a->op == GX_AVG)
+            result = cs_avg(op, acc, cl, result, -1, -1);
+    }
+    for (int k = 0; k < 2; k++)
+        if (h->links.child[k] >= 0)
+            cs_send(op, h->links.child[k], down, acc, cl * es, result, -1, -1);
+}
+
+static int child_count(const struct dbtree_links *l)
+{
+    return (l->child[0] >= 0) + (l->child[1] >= 0);
+}
+
+int dbtree_allreduce_build(struct coll_op *op)
+{
+    const struct coll_args *a = &op->a;
+    int n = op->comm->size, r = op->comm->rank;
+    size_t es = a->es, count = a->count;
+    if (n == 1 || count == 0) {
+        cs_copy(op, a->recvbuf, a->sendbuf, count * es, -1, -1, -1);
+        return GX_OK;
+    }
+    struct dbtree_half h[2];
+    size_t scratch_bytes = 0;
+    uint32_t msg = 0;
+    for (int t = 0; t < 2; t++) {
+        dbtree_links(n, r, t, &h[t].links);
+        h[t].off = block_off(count, 2, t);
+        h[t].len = block_len(count, 2, t); /* half 1 is empty for count 1 */
+        h[t].nch = coll_chunks(h[t].len * es);
+        h[t].msg_up = msg;
+        h[t].msg_down = msg + (uint32_t)h[t].nch;
+        msg += 2 * (uint32_t)h[t].nch;
+        scratch_bytes += (size_t)child_count(&h[t].links) * h[t].len * es;
+    }
+    char *scratch = scratch_bytes ? cs_scratch(op, scratch_bytes) : NULL;
+    if (scratch_bytes && !scratch)
+        return GX_OK; /* build_status says GX_ENOMEM */
+    for (int t = 0; t < 2; t++) {
+        for (int k = 0; k < 2; k++) {
+            h[t].slot[k] = NULL;
+            if (h[t].links.child[k] >= 0) {
+                h[t].slot[k] = scratch;
+                scratch += h[t].len * es;
+            }
+        }
+    }
+    /* Chunk by chunk, alternating trees: both stay inside the engine's
+     * window of steps, so they progress together. */
+    int nch = h[0].nch > h[1].nch ? h[0].nch : h[1].nch;
+    for (int c = 0; c < nch; c++)
+        for (int t = 0; t < 2; t++)
+            if (c < h[t].nch)
+                dbtree_chunk(op, &h[t], c);
+    return GX_OK;
+}

@@ -1,0 +1,126 @@
+/*
+ * coll_shm.c - all-reduce in the node's shared-memory arena (coll_shm.h).
+ *
+ * The vector goes through the arena in rounds of at most one slot. In each
+ * round every rank copies its piece of the input into its slot and raises
+ * in[b]; then
+ *  - small rounds (SHM_SMALL_BYTES or fewer): every rank reduces the whole
+ *    piece from its own and all other slots into its output, raises done[b]
+ *    - one synchronisation per round;
+ *  - larger rounds: rank r stages all but block r of its piece (nobody else
+ *    reads that block), reduces block r from its input and the other slots
+ *    into its output and copies it into its own slot, raises red[b], then
+ *    copies the other ranks' reduced blocks out of their slots into its
+ *    output, raises done[b].
+ * A slot is refilled two rounds later, once every rank's done[b] says it has
+ * finished reading it; so round k+1 is staged while round k is reduced.
+ * Each reduced block is computed by one rank and copied to the others, so
+ * every rank holds the same bits. The caller's output is written only after
+ * the round's input is staged (in place, block r is reduced into itself),
+ * so in-place calls need no extra copy.
+ */
+#include <stdbool.h>
+#include <string.h>
+
+#include "collectives/engine/coll.h"
+#include "collectives/arena/coll_shm.h"
+#include "collectives/comm/comm_internal.h"
+
+#define SHM_SMALL_BYTES (16u << 10)
+
+/* Every block is reduced by one rank only, so the operand order need not be
+ * the same on all ranks. */
+int shm_reduce_all(struct coll_op *op, const struct coll_shm_arena *ar, unsigned b, size_t off,
+                   const void *own, void *dst, size_t count, int dep)
+{
+    int n = ar->nranks, r = ar->rank;
+    int s = cs_reduce3(op, dst, own, shm_slot(ar, (r + 1) % n, b) + off, count, dep, -1, -1);
+    for (int j = 2; j < n; j++)
+        s = cs_reduce(op, dst, shm_slot(ar, (r + j) % n, b) + off, count, s, -1, -1);
+    if (op->a.op == GX_AVG)
+        s = cs_avg(op, dst, count, s, -1, -1);
+    return s;
+}
+
+uint64_t shm_take_rounds(struct coll_shm_arena *a, size_t count, size_t per_round,
+                         size_t *rounds_out)
+{
+    size_t rounds = per_round ? (count + per_round - 1) / per_round : 0;
+    *rounds_out = rounds;
+    return __atomic_fetch_add(&a->next_round, rounds, __ATOMIC_RELAXED);
+}
+
+struct shm_round shm_round_begin(struct coll_op *op, struct coll_shm_arena *a, uint64_t g)
+{
+    struct shm_round rd = { .v = g + 1, .b = (unsigned)(g % SHM_NBUF), .slot_free = -1 };
+    if (g >= SHM_NBUF)
+        rd.slot_free = cs_flag_wait(op, &a->ctl[0].done[rd.b], sizeof(struct shm_rank_ctl),
+                                    g + 1 - SHM_NBUF, -1, -1, -1);
+    return rd;
+}
+
+int shm_all_staged(struct coll_op *op, struct coll_shm_arena *a, const struct shm_round *rd,
+                   int dep)
+{
+    int set = cs_flag_set(op, &a->ctl[a->rank].in[rd->b], rd->v, dep, -1, -1);
+    return cs_flag_wait(op, &a->ctl[0].in[rd->b], sizeof(struct shm_rank_ctl), rd->v, set, -1,
+                        -1);
+}
+
+int shm_allreduce_build(struct coll_op *op)
+{
+    const struct coll_args *a = &op->a;
+    struct coll_shm_arena *ar = op->comm->shm;
+    if (!ar || ar->nranks < 2 || a->count == 0)
+        return ar || a->count == 0 ? GX_OK : GX_EINVAL;
+    int n = ar->nranks, r = ar->rank;
+    size_t es = a->es, count = a->count;
+    size_t rounds;
+    uint64_t g0 = shm_take_rounds(ar, count, ar->slot_bytes / es, &rounds);
+    const size_t stride = sizeof(struct shm_rank_ctl);
+    struct shm_rank_ctl *ctl = ar->ctl;
+    const char *sb = a->sendbuf;
+    char *rb = a->recvbuf;
+
+    for (size_t k = 0; k < rounds; k++) {
+        struct shm_round rd = shm_round_begin(op, ar, g0 + k);
+        uint64_t v = rd.v;
+        unsigned b = rd.b;
+        int free_slot = rd.slot_free;
+        size_t off = block_off(count, (int)rounds, (int)k), len = block_len(count, (int)rounds,
+                                                                           (int)k);
+        char *mine = shm_slot(ar, r, b);
+        bool small = len * es <= SHM_SMALL_BYTES || len < (size_t)n;
+        size_t mo = block_off(len, n, r), ml = block_len(len, n, r);
+        /* Stage what the others read: everything for small rounds, else
+         * all but block r (this rank reduces that one from its input). */
+        int staged;
+        if (small) {
+            staged = cs_copy(op, mine, sb + off * es, len * es, free_slot, -1, -1);
+        } else {
+            staged = cs_copy(op, mine, sb + off * es, mo * es, free_slot, -1, -1);
+            size_t tail = mo + ml;
+            staged = cs_copy(op, mine + tail * es, sb + (off + tail) * es, (len - tail) * es,
+                             staged, -1, -1);
+        }
+        int all_in = shm_all_staged(op, ar, &rd, staged);
+        if (small) {
+            int red = shm_reduce_all(op, ar, b, 0, mine, rb + off * es, len, all_in);
+            cs_flag_set(op, &ctl[r].done[b], v, red, -1, -1);
+            continue;
+        }
+        int red = shm_reduce_all(op, ar, b, mo * es, sb + (off + mo) * es, rb + (off + mo) * es, ml,
+                             all_in);
+        red = cs_copy(op, mine + mo * es, rb + (off + mo) * es, ml * es, red, -1, -1);
+        red = cs_flag_set(op, &ctl[r].red[b], v, red, -1, -1);
+        int last = cs_flag_wait(op, &ctl[0].red[b], stride, v, red, -1, -1);
+        for (int j = 1; j < n; j++) {
+            int p = (r + j) % n; /* start after ourselves: ranks spread over the slots */
+            size_t po = block_off(len, n, p), pl = block_len(len, n, p);
+            last = cs_copy(op, rb + (off + po) * es, shm_slot(ar, p, b) + po * es, pl * es, last,
+                           -1, -1);
+        }
+        cs_flag_set(op, &ctl[r].done[b], v, last, -1, -1);
+    }
+    return GX_OK;
+}

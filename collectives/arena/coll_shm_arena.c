@@ -1,0 +1,241 @@
+/*
+ * coll_shm_arena.c - creating and sharing the node arena (coll_shm.h).
+ *
+ * Rank 0 makes a memfd, the ranks all-gather (pid, fd, slot size) over the
+ * bootstrap, the others take the descriptor with pidfd_getfd (the same
+ * ptrace permission the shm provider's process_vm_readv already needs) or,
+ * failing that, by opening /proc/<pid>/fd/<fd>, map it and check its
+ * header; a second all-gather agrees whether every rank got there, so
+ * either all ranks use the arena or none does.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "collectives/arena/coll_shm.h"
+#include "collectives/comm/comm_internal.h"
+#include "collectives/transport/xport.h"
+#include "common/log.h"
+#include "common/param.h"
+
+GX_PARAM_DEFINE(gx_param_coll_shm, "GX_COLL_SHM", GX_PARAM_ENUM, "auto", "auto|off",
+                "Collectives of a communicator whose ranks all share a node work in one "
+                "shared-memory arena (auto), or pass messages like any other (off).");
+GX_PARAM_DEFINE(gx_param_coll_shm_slot, "GX_COLL_SHM_SLOT", GX_PARAM_SIZE, "256K", NULL,
+                "Bytes of a rank's input staged per round in the shared-memory arena (two "
+                "such slots per rank). Rank 0's value is used.");
+
+#define ARENA_MAGIC 0x4e524158u /* "XARN" */
+
+struct arena_header {
+    uint32_t magic;
+    uint32_t nranks;
+    uint64_t slot_bytes;
+    uint64_t map_bytes;
+};
+
+struct arena_record {
+    int32_t want;
+    int32_t pid;
+    int32_t fd;
+    int32_t reserved;
+    uint64_t slot_bytes;
+};
+
+static size_t ctl_offset(void)
+{
+    return (sizeof(struct arena_header) + 63) & ~(size_t)63;
+}
+
+static size_t data_offset(int n)
+{
+    size_t end = ctl_offset() + (size_t)n * sizeof(struct shm_rank_ctl);
+    return (end + 4095) & ~(size_t)4095;
+}
+
+static size_t arena_bytes(int n, size_t slot)
+{
+    return data_offset(n) + (size_t)n * SHM_NBUF * slot;
+}
+
+static bool wanted(struct gx_comm *c)
+{
+    int mode = 0;
+    if (gx_param_enum(&gx_param_coll_shm, &mode) != GX_OK || mode != 0)
+        return false;
+    for (int p = 0; p < c->size; p++)
+        if (p != c->rank && strcmp(gx_xport_provider_of(c->xport, p), "shm") != 0)
+            return false;
+    return true;
+}
+
+static size_t slot_setting(void)
+{
+    size_t slot = 256 << 10;
+    (void)gx_param_size(&gx_param_coll_shm_slot, &slot);
+    if (slot < 4096)
+        slot = 4096;
+    if (slot > ((size_t)1 << 30))
+        slot = (size_t)1 << 30;
+    return (slot + 63) & ~(size_t)63;
+}
+
+static int make_segment(int n, size_t slot, void **map_out)
+{
+    size_t bytes = arena_bytes(n, slot);
+    int fd = memfd_create("gx-coll-arena", MFD_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    void *p = MAP_FAILED;
+    if (ftruncate(fd, (off_t)bytes) == 0)
+        p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+    if (p == MAP_FAILED) {
+        GX_INFO(GX_SUB_COLL, "shared-memory arena of %zu bytes not made: %s", bytes,
+                strerror(errno));
+        close(fd);
+        return -1;
+    }
+    struct arena_header *h = p;
+    h->nranks = (uint32_t)n;
+    h->slot_bytes = slot;
+    h->map_bytes = bytes;
+    __atomic_store_n(&h->magic, ARENA_MAGIC, __ATOMIC_RELEASE);
+    *map_out = p;
+    return fd;
+}
+
+/* Take rank 0's descriptor into this process. */
+static int fetch_fd(pid_t pid, int fd)
+{
+#if defined(SYS_pidfd_open) && defined(SYS_pidfd_getfd)
+    int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (pidfd >= 0) {
+        int got = (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
+        close(pidfd);
+        if (got >= 0) {
+            (void)fcntl(got, F_SETFD, FD_CLOEXEC);
+            return got;
+        }
+    }
+#endif
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)pid, fd);
+    return open(path, O_RDWR | O_CLOEXEC);
+}
+
+static void *map_peer_segment(const struct arena_record *r0, int n, const char **why)
+{
+    int fd = fetch_fd(r0->pid, r0->fd);
+    if (fd < 0) {
+        *why = "could not take rank 0's segment (pidfd_getfd and /proc both refused)";
+        return NULL;
+    }
+    size_t bytes = arena_bytes(n, r0->slot_bytes);
+    struct stat st;
+    void *p = MAP_FAILED;
+    if (fstat(fd, &st) == 0 && (size_t)st.st_size == bytes)
+        p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) {
+        *why = "rank 0's segment has the wrong size or could not be mapped";
+        return NULL;
+    }
+    const struct arena_header *h = p;
+    if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != ARENA_MAGIC ||
+        h->nranks != (uint32_t)n || h->slot_bytes != r0->slot_bytes) {
+        munmap(p, bytes);
+        *why = "rank 0's segment has an unexpected header";
+        return NULL;
+    }
+    return p;
+}
+
+int gx_coll_shm_open(struct gx_comm *c)
+{
+    c->shm = NULL;
+    if (c->size < 2 || c->node_count != 1)
+        return GX_OK; /* the same on every rank: no exchange needed */
+    int n = c->size;
+    struct arena_record mine = { .want = wanted(c), .pid = getpid(), .fd = -1 };
+    void *map = NULL;
+    if (c->rank == 0 && mine.want) {
+        mine.slot_bytes = slot_setting();
+        mine.fd = make_segment(n, mine.slot_bytes, &map);
+        if (mine.fd < 0)
+            mine.want = 0;
+    }
+    struct arena_record *all = calloc((size_t)n, sizeof(*all));
+    if (!all)
+        return gx_fail(GX_ENOMEM, GX_SUB_COLL, "communicator '%s': out of memory", c->name);
+    int rc = gx_comm_boot_allgather(c, &mine, all, sizeof(mine));
+    int32_t ok = rc == GX_OK;
+    for (int r = 0; ok && r < n; r++)
+        ok = all[r].want != 0;
+    const char *why = "a rank reaches another without shm, or GX_COLL_SHM=off on some rank";
+    if (ok && c->rank != 0) {
+        map = map_peer_segment(&all[0], n, &why);
+        ok = map != NULL;
+    }
+    size_t slot = ok ? all[0].slot_bytes : 0;
+    if (rc == GX_OK) {
+        int32_t *oks = calloc((size_t)n, sizeof(*oks));
+        rc = oks ? gx_comm_boot_allgather(c, &ok, oks, sizeof(ok)) : GX_ENOMEM;
+        for (int r = 0; rc == GX_OK && r < n; r++)
+            if (!oks[r]) {
+                if (ok)
+                    why = "another rank could not map the segment";
+                ok = 0;
+            }
+        free(oks);
+    }
+    if (c->rank == 0 && mine.fd >= 0)
+        close(mine.fd); /* the others hold their own descriptor or mapping now */
+    free(all);
+    if (rc != GX_OK || !ok) {
+        if (map)
+            munmap(map, arena_bytes(n, slot ? slot : mine.slot_bytes));
+        if (rc == GX_OK && mine.want)
+            GX_INFO(GX_SUB_COLL, "communicator '%s': no shared-memory arena: %s", c->name, why);
+        return rc;
+    }
+    struct coll_shm_arena *a = calloc(1, sizeof(*a));
+    if (!a) {
+        munmap(map, arena_bytes(n, slot));
+        return gx_fail(GX_ENOMEM, GX_SUB_COLL, "communicator '%s': out of memory", c->name);
+    }
+    a->base = map;
+    a->map_bytes = arena_bytes(n, slot);
+    a->nranks = n;
+    a->rank = c->rank;
+    a->slot_bytes = slot;
+    a->ctl = (struct shm_rank_ctl *)((char *)map + ctl_offset());
+    a->data = (char *)map + data_offset(n);
+    __atomic_store_n(&a->ctl[c->rank].pid, (int32_t)getpid(), __ATOMIC_RELEASE);
+    c->shm = a;
+    GX_INFO(GX_SUB_COLL, "communicator '%s': shared-memory arena, %d ranks x %d slots of %zu "
+            "bytes", c->name, n, SHM_NBUF, slot);
+    return GX_OK;
+}
+
+void gx_coll_shm_close(struct gx_comm *c)
+{
+    struct coll_shm_arena *a = c->shm;
+    if (!a)
+        return;
+    munmap(a->base, a->map_bytes);
+    free(a);
+    c->shm = NULL;
+}
+
+bool shm_peer_gone(const struct coll_shm_arena *a, int rank)
+{
+    pid_t pid = __atomic_load_n(&a->ctl[rank].pid, __ATOMIC_ACQUIRE);
+    return pid > 0 && kill(pid, 0) != 0 && errno == ESRCH;
+}

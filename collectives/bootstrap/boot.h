@@ -1,0 +1,67 @@
+/*
+ * boot.h - the bootstrap network: authenticated TCP connections between the
+ * processes of a job, used for rendezvous, for the small exchanges a
+ * communicator needs (split, fabric addresses) and as the fallback barrier.
+ *
+ * One struct gx_boot per process and job; communicators share it (reference
+ * counted) and keep their messages apart by comm_id. All calls take the
+ * boot's lock, so threads may share it. Every wait has a deadline.
+ *
+ * Failure handling: when a peer's connection breaks while we need it, or a
+ * peer reports a failure, the boot enters the failed state, floods an ABORT
+ * message (naming the rank that failed) so ranks waiting elsewhere learn it
+ * in O(log n) hops, and every later call fails with the same status.
+ */
+#ifndef GX_BOOT_H
+#define GX_BOOT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "collectives/bootstrap/boot_proto.h"
+#include "common/auth.h"
+#include "common/sock.h"
+
+struct gx_boot;
+
+struct boot_params {
+    const char *init_method; /* "env://", "tcp://h:p", "file:///path" */
+    int rank;
+    int world_size;
+    const char *job_key;
+    int init_timeout_ms;
+    int listen_fd;           /* inherited master listener (gx-run), or -1 */
+    const char *node_id;     /* this process's node identity */
+};
+
+/** Rendezvous: every rank learns every rank's record. */
+int gx_boot_create(const struct boot_params *params, struct gx_boot **out);
+void gx_boot_retain(struct gx_boot *boot);
+void gx_boot_release(struct gx_boot *boot);
+
+int gx_boot_rank(const struct gx_boot *boot);
+int gx_boot_size(const struct gx_boot *boot);
+const struct boot_rank_record *gx_boot_record(const struct gx_boot *boot, int rank);
+
+/** Send/receive one message to/from a world rank. */
+int gx_boot_send(struct gx_boot *boot, int peer, uint64_t comm_id, uint64_t tag,
+                 const void *buf, size_t len, uint64_t deadline);
+int gx_boot_recv(struct gx_boot *boot, int peer, uint64_t comm_id, uint64_t tag, void *buf,
+                 size_t len, uint64_t deadline);
+/** Non-blocking receive: GX_INPROGRESS when the message has not arrived. */
+int gx_boot_try_recv(struct gx_boot *boot, int peer, uint64_t comm_id, uint64_t tag,
+                     void *buf, size_t len);
+/** Service connections for up to `wait_ms` (0 = just poll once). */
+int gx_boot_progress(struct gx_boot *boot, int wait_ms);
+
+/** The failed state: GX_OK while healthy. `msg` receives the message. */
+int gx_boot_failure(struct gx_boot *boot, char *msg, size_t len);
+/** Enter the failed state (if not already) and tell the other ranks. */
+void gx_boot_fail(struct gx_boot *boot, int status, int failed_rank, const char *msg);
+/** Close every connection at once (abort). */
+void gx_boot_shutdown(struct gx_boot *boot);
+
+/** A short description of a world rank for messages: "rank 3 (host:pid)". */
+const char *gx_boot_describe(const struct gx_boot *boot, int rank, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,70 @@
+/* boot_internal.h - struct gx_boot, shared by boot_net.c and boot_rendezvous.c
+ * only. Everything else uses boot.h. */
+#ifndef GX_BOOT_INTERNAL_H
+#define GX_BOOT_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "collectives/bootstrap/boot.h"
+
+struct boot_msg {
+    struct boot_msg *next;
+    uint64_t comm_id;
+    uint64_t tag;
+    uint32_t len;
+    uint8_t data[];
+};
+
+/* Incoming stream from one peer: partial-read state and queued messages. */
+struct boot_in {
+    int fd;
+    bool closed;          /* EOF or error seen */
+    bool garbled;         /* closed because it sent something malformed */
+    struct boot_msg_header hdr;
+    size_t hdr_got;
+    struct boot_msg *cur; /* message whose payload is being read */
+    size_t data_got;
+    struct boot_msg *head, *tail;
+};
+
+struct boot_pending {
+    struct boot_pending *next;
+    struct gx_auth_server auth;
+    struct gx_sockaddr addr;
+    uint64_t started_ns;
+};
+
+struct gx_boot {
+    pthread_mutex_t lock;
+    atomic_int refcount;
+    int rank;
+    int size;
+    struct gx_auth_key key;
+    int listen_fd;
+    struct gx_sockaddr listen_addr;
+    struct boot_rank_record *records; /* addr_len == 0: not known yet */
+    int *out_fd;
+    struct boot_in *in;
+    struct boot_pending *pending;
+    int fail_status;
+    int failed_rank;
+    char fail_msg[512];
+    bool abort_to_forward;
+    bool sending_abort;
+    bool shut;
+};
+
+/* Allocate the per-rank arrays and the lock (rendezvous fills the rest). */
+int boot_alloc(int rank, int size, const char *job_key, struct gx_boot **out);
+void boot_free(struct gx_boot *boot);
+/* Internal versions of the public calls, lock held. */
+int boot_send_locked(struct gx_boot *boot, int peer, uint64_t comm_id, uint64_t tag,
+                     const void *buf, size_t len, uint64_t deadline);
+int boot_recv_locked(struct gx_boot *boot, int peer, uint64_t comm_id, uint64_t tag, void *buf,
+                     size_t len, uint64_t deadline);
+int boot_progress_locked(struct gx_boot *boot, int wait_ms, int extra_fd, short extra_events);
+const char *boot_op_name(uint64_t tag);
+
+#endif

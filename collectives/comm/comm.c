@@ -1,0 +1,464 @@
+/*
+ * comm.c - communicator lifecycle: init, split, finalize, destroy, abort,
+ * the async error and the queries. Owns struct gx_comm (comm_internal.h).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "collectives/bootstrap/boot_coll.h"
+#include "collectives/comm/comm_env.h"
+#include "collectives/arena/coll_shm.h"
+#include "collectives/comm/comm_internal.h"
+#include "collectives/transport/xport.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/param.h"
+#include "common/sha256.h"
+#include "topology/topo.h"
+
+#define WORLD_COMM_ID 1
+
+/* ---- helpers for the other collectives files -------------------------- */
+
+uint64_t gx_comm_next_seq(struct gx_comm *c)
+{
+    pthread_mutex_lock(&c->lock);
+    uint64_t s = ++c->seq;
+    pthread_mutex_unlock(&c->lock);
+    return s;
+}
+
+uint64_t gx_comm_op_deadline(const struct gx_comm *c)
+{
+    return gx_deadline_after_ms(c->op_timeout_ms);
+}
+
+int gx_comm_set_async_error(struct gx_comm *c, int status, const char *msg)
+{
+    pthread_mutex_lock(&c->lock);
+    if (atomic_load(&c->async_status) == GX_OK) {
+        snprintf(c->async_msg, sizeof(c->async_msg), "%s", msg);
+        atomic_store(&c->async_status, status);
+    }
+    pthread_mutex_unlock(&c->lock);
+    return status;
+}
+
+int gx_comm_note_failure(struct gx_comm *c, int status)
+{
+    /* Caller errors and mismatches are this call's problem; the others break
+     * the communicator for good. */
+    if (status != GX_OK && !GX_IS_CALLER_ERROR(status))
+        gx_comm_set_async_error(c, status, gx_last_error());
+    return status;
+}
+
+int gx_comm_check_usable(struct gx_comm *c, const char *op)
+{
+    if (atomic_load(&c->aborted))
+        return gx_fail(GX_EABORTED, GX_SUB_COLL, "%s on communicator '%s': it was aborted", op,
+                       c->name);
+    if (c->finalized)
+        return gx_fail(GX_ESTATE, GX_SUB_COLL, "%s on communicator '%s': it was finalized", op,
+                       c->name);
+    int status = atomic_load(&c->async_status);
+    if (status != GX_OK)
+        return gx_fail(status, GX_SUB_COLL, "%s on communicator '%s' after an earlier failure: "
+                       "%s", op, c->name, c->async_msg);
+    return GX_OK;
+}
+
+int gx_comm_boot_allgather(struct gx_comm *c, const void *mine, void *all, size_t each)
+{
+    struct boot_group g = gx_comm_group(c);
+    int rc = boot_allgather(&g, gx_comm_next_seq(c), BOOT_OP_USER, mine, all, each,
+                            gx_comm_op_deadline(c));
+    return gx_comm_note_failure(c, rc);
+}
+
+bool gx_comm_same_node(const struct gx_comm *c, int a, int b)
+{
+    return strcmp(gx_boot_record(c->boot, c->world_ranks[a])->node_id,
+                  gx_boot_record(c->boot, c->world_ranks[b])->node_id) == 0;
+}
+
+/* ---- construction ------------------------------------------------------ */
+
+/* Choose this rank's NIC and CPUs from the topology and bind the calling
+ * thread (threads gx starts later inherit it). A topology the user asked
+ * for that cannot be used (GX_TOPO_FILE, a GPU that does not exist) fails
+ * init; nothing else about placement does. */
+/* The machine's topology, loaded once per process and kept: probing costs
+ * milliseconds, and while it lives hwloc keeps its plugins loaded (freeing
+ * the last topology unloads the PCI plugin, whose libpciaccess state then
+ * shows up as a leak under LeakSanitizer). */
+static pthread_mutex_t topo_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct gx_topo *process_topo;
+
+static int process_topology(struct gx_topo **out)
+{
+    pthread_mutex_lock(&topo_lock);
+    int rc = process_topo ? GX_OK : gx_topo_open(&process_topo);
+    *out = process_topo;
+    pthread_mutex_unlock(&topo_lock);
+    return rc;
+}
+
+static int place_rank(struct gx_comm *c)
+{
+    struct gx_topo *topo;
+    int rc = process_topology(&topo);
+    if (rc != GX_OK)
+        return rc;
+    struct gx_topo_placement pl = GX_TOPO_PLACEMENT_INIT;
+    rc = gx_topo_place_rank(topo, c->local_rank, c->local_size, GX_TOPO_GPU_AUTO, &pl);
+    if (rc != GX_OK)
+        return rc;
+    c->gpu_nic_path = pl.gpu >= 0 && pl.nic_count > 0 ? pl.nic_path : GX_TOPO_PATH_UNKNOWN;
+    if (pl.nic_count > 0) {
+        snprintf(c->nic_name, sizeof(c->nic_name), "%s", pl.nic_names[0]);
+        c->nic_port = pl.nic_ports[0];
+    }
+    /* Share the CPU set with the other local ranks placed on it (as Open MPI
+     * binds 2 ranks to a core each): two ranks left to migrate onto one CPU
+     * turn every handoff between them into a context switch. Not when other
+     * "nodes" run on this host too: their ranks would get the same shares. */
+    int share_k = 0, share_m = 0;
+    for (int q = 0; q < c->local_size && c->host_size == c->local_size; q++) {
+        struct gx_topo_placement other = GX_TOPO_PLACEMENT_INIT;
+        if (gx_topo_place_rank(topo, q, c->local_size, GX_TOPO_GPU_AUTO, &other) != GX_OK ||
+            strcmp(other.cpuset, pl.cpuset) != 0)
+            continue;
+        share_k += q < c->local_rank;
+        share_m++;
+    }
+    (void)gx_topo_share_cpus(&pl, share_k, share_m);
+    if (gx_topo_bind(&pl) != GX_OK)
+        GX_WARN(GX_SUB_INIT, "could not bind rank %d to CPUs %s; running unbound", c->rank,
+                pl.cpuset);
+    GX_INFO(GX_SUB_INIT, "placement: local rank %d/%d, GPU %d, NIC %s, NUMA node %d, CPUs %s",
+            c->local_rank, c->local_size, pl.gpu, c->nic_name[0] ? c->nic_name : "(none)",
+            pl.numa_node, pl.cpuset[0] ? pl.cpuset : "(unbound)");
+    return GX_OK;
+}
+
+/* Node layout of a communicator from the members' node ids. */
+static void compute_nodes(struct gx_comm *c)
+{
+    const char *mine = gx_boot_record(c->boot, c->world_ranks[c->rank])->node_id;
+    c->local_rank = 0;
+    c->local_size = 0;
+    c->node_count = 0;
+    c->node_index = -1;
+    for (int r = 0; r < c->size; r++) {
+        const char *id = gx_boot_record(c->boot, c->world_ranks[r])->node_id;
+        bool first_of_node = true;
+        for (int q = 0; q < r; q++) {
+            if (strcmp(id, gx_boot_record(c->boot, c->world_ranks[q])->node_id) == 0) {
+                first_of_node = false;
+                break;
+            }
+        }
+        if (first_of_node) {
+            if (strcmp(id, mine) == 0)
+                c->node_index = c->node_count;
+            c->node_count++;
+        }
+        if (strcmp(id, mine) == 0) {
+            if (r < c->rank)
+                c->local_rank++;
+            c->local_size++;
+        }
+    }
+    /* Ranks of this communicator on this machine: more than local_size when
+     * "nodes" share a host (GX_NODE_ID, network namespaces). */
+    const char *host = gx_boot_record(c->boot, c->world_ranks[c->rank])->host;
+    c->host_size = 0;
+    for (int r = 0; r < c->size; r++)
+        c->host_size += strcmp(gx_boot_record(c->boot, c->world_ranks[r])->host, host) == 0;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    c->oversubscribed = cpus > 0 && c->host_size > cpus;
+}
+
+static struct gx_comm *comm_alloc(struct gx_boot *boot, int rank, int size)
+{
+    struct gx_comm *c = calloc(1, sizeof(*c));
+    if (!c)
+        return NULL;
+    c->world_ranks = malloc((size_t)size * sizeof(int));
+    if (!c->world_ranks) {
+        free(c);
+        return NULL;
+    }
+    pthread_mutex_init(&c->lock, NULL);
+    atomic_init(&c->async_status, GX_OK);
+    atomic_init(&c->aborted, false);
+    c->boot = boot;
+    c->rank = rank;
+    c->size = size;
+    return c;
+}
+
+static void comm_free(struct gx_comm *c)
+{
+    gx_coll_comm_destroy(c); /* collectives: progress thread off before the transport goes */
+    gx_coll_shm_close(c);
+    gx_xport_close(c->xport);
+    pthread_mutex_destroy(&c->lock);
+    free(c->world_ranks);
+    free(c);
+}
+
+GX_API int gx_comm_init(const struct gx_config *config, struct gx_comm **comm_out)
+{
+    gx_clear_last_error();
+    if (!config)
+        return gx_fail(GX_EINVAL, GX_SUB_INIT, "gx_comm_init: config is NULL (use "
+                       "GX_CONFIG_INIT or gx_comm_init_env)");
+    if (!comm_out)
+        return gx_fail(GX_EINVAL, GX_SUB_INIT, "gx_comm_init: comm_out is NULL");
+    if (config->size != sizeof(struct gx_config))
+        return gx_fail(GX_EINVAL, GX_SUB_INIT,
+                       "gx_comm_init: config->size is %zu, this libgx %s expects %zu: start "
+                       "from GX_CONFIG_INIT and build against the installed gx.h",
+                       config->size, gx_version(), sizeof(struct gx_config));
+    int rc = gx_param_check_environment();
+    if (rc != GX_OK)
+        return rc;
+    struct comm_setup setup;
+    rc = comm_setup_resolve(config, &setup);
+    if (rc != GX_OK)
+        return rc;
+    if (setup.boot.listen_fd >= 0)
+        unsetenv("GX_BOOT_LISTEN_FD"); /* inherited once; a second init binds anew */
+    gx_log_set_rank(setup.boot.rank);
+    GX_INFO(GX_SUB_INIT, "init: rank %d of %d via %s, node '%s'", setup.boot.rank,
+            setup.boot.world_size, setup.init_method, setup.node_id);
+    struct gx_boot *boot;
+    rc = gx_boot_create(&setup.boot, &boot);
+    if (rc != GX_OK)
+        return rc;
+    struct gx_comm *c = comm_alloc(boot, setup.boot.rank, setup.boot.world_size);
+    if (!c) {
+        gx_boot_release(boot);
+        return gx_fail(GX_ENOMEM, GX_SUB_INIT, "gx_comm_init: out of memory");
+    }
+    for (int r = 0; r < c->size; r++)
+        c->world_ranks[r] = r;
+    c->comm_id = WORLD_COMM_ID;
+    c->op_timeout_ms = setup.op_timeout_ms;
+    snprintf(c->name, sizeof(c->name), "%s", setup.name);
+    snprintf(c->job_key, sizeof(c->job_key), "%s", setup.job_key);
+    compute_nodes(c);
+    rc = place_rank(c);
+    if (rc == GX_OK)
+        rc = gx_xport_open(c, &c->xport);
+    if (rc == GX_OK)
+        rc = gx_coll_shm_open(c);
+    if (rc == GX_OK)
+        rc = gx_coll_probe(c);
+    if (rc != GX_OK) {
+        /* Tell the others now rather than let them wait for their deadline. */
+        char msg[512];
+        snprintf(msg, sizeof(msg), "rank %d failed to initialise: %s", c->rank, gx_last_error());
+        gx_boot_fail(boot, rc, c->rank, msg);
+        comm_free(c);
+        gx_boot_release(boot);
+        return rc;
+    }
+    GX_INFO(GX_SUB_INIT, "init done: rank %d/%d, local %d/%d, node %d of %d", c->rank, c->size,
+            c->local_rank, c->local_size, c->node_index, c->node_count);
+    *comm_out = c;
+    return GX_OK;
+}
+
+GX_API int gx_comm_init_env(struct gx_comm **comm_out)
+{
+    struct gx_config cfg = GX_CONFIG_INIT;
+    return gx_comm_init(&cfg, comm_out);
+}
+
+struct split_entry {
+    int32_t color;
+    int32_t key;
+};
+
+static uint64_t child_comm_id(uint64_t parent, uint64_t seq, int color)
+{
+    uint8_t msg[20], digest[GX_SHA256_LEN];
+    memcpy(msg, &parent, 8);
+    memcpy(msg + 8, &seq, 8);
+    memcpy(msg + 16, &color, 4);
+    struct gx_sha256 h;
+    gx_sha256_init(&h);
+    gx_sha256_update(&h, msg, sizeof(msg));
+    gx_sha256_final(&h, digest);
+    uint64_t id;
+    memcpy(&id, digest, sizeof(id));
+    return id | 2; /* never WORLD_COMM_ID, never 0 */
+}
+
+GX_API int gx_comm_split(struct gx_comm *comm, int color, int key, struct gx_comm **out)
+{
+    gx_clear_last_error();
+    if (!comm)
+        return gx_fail(GX_EINVAL, GX_SUB_INIT, "gx_comm_split: comm is NULL");
+    if (!out)
+        return gx_fail(GX_EINVAL, GX_SUB_INIT, "gx_comm_split: out is NULL");
+    int rc = gx_comm_check_usable(comm, "gx_comm_split");
+    if (rc != GX_OK)
+        return rc;
+    struct split_entry mine = { color < 0 ? -1 : color, key };
+    struct split_entry *all = malloc((size_t)comm->size * sizeof(*all));
+    if (!all)
+        return gx_fail(GX_ENOMEM, GX_SUB_INIT, "gx_comm_split: out of memory");
+    uint64_t seq = gx_comm_next_seq(comm);
+    struct boot_group g = gx_comm_group(comm);
+    rc = boot_allgather(&g, seq, BOOT_OP_SPLIT, &mine, all, sizeof(mine),
+                        gx_comm_op_deadline(comm));
+    if (rc != GX_OK) {
+        free(all);
+        return gx_comm_note_failure(comm, rc);
+    }
+    if (mine.color < 0) {
+        free(all);
+        *out = NULL;
+        return GX_OK;
+    }
+    /* Members ordered by (key, parent rank): insertion sort keeps it stable. */
+    int n = 0;
+    int *members = malloc((size_t)comm->size * sizeof(int));
+    if (!members) {
+        free(all);
+        return gx_fail(GX_ENOMEM, GX_SUB_INIT, "gx_comm_split: out of memory");
+    }
+    for (int r = 0; r < comm->size; r++) {
+        if (all[r].color != mine.color)
+            continue;
+        int pos = n++;
+        while (pos > 0 && all[members[pos - 1]].key > all[r].key) {
+            members[pos] = members[pos - 1];
+            pos--;
+        }
+        members[pos] = r;
+    }
+    int new_rank = 0;
+    for (int i = 0; i < n; i++)
+        if (members[i] == comm->rank)
+            new_rank = i;
+    struct gx_comm *c = comm_alloc(comm->boot, new_rank, n);
+    if (!c) {
+        free(members);
+        free(all);
+        return gx_fail(GX_ENOMEM, GX_SUB_INIT, "gx_comm_split: out of memory");
+    }
+    for (int i = 0; i < n; i++)
+        c->world_ranks[i] = comm->world_ranks[members[i]];
+    free(members);
+    free(all);
+    gx_boot_retain(comm->boot);
+    c->comm_id = child_comm_id(comm->comm_id, seq, mine.color);
+    c->op_timeout_ms = comm->op_timeout_ms;
+    snprintf(c->name, sizeof(c->name), "%.20s/%d", comm->name, mine.color);
+    snprintf(c->job_key, sizeof(c->job_key), "%s", comm->job_key);
+    snprintf(c->nic_name, sizeof(c->nic_name), "%s", comm->nic_name);
+    c->nic_port = comm->nic_port;
+    c->gpu_nic_path = comm->gpu_nic_path;
+    compute_nodes(c);
+    rc = gx_xport_open(c, &c->xport);
+    if (rc == GX_OK)
+        rc = gx_coll_shm_open(c);
+    if (rc == GX_OK)
+        rc = gx_coll_probe(c);
+    if (rc != GX_OK) {
+        comm_free(c);
+        gx_boot_release(comm->boot);
+        return gx_comm_note_failure(comm, rc);
+    }
+    *out = c;
+    return GX_OK;
+}
+
+/* ---- teardown ---------------------------------------------------------- */
+
+GX_API int gx_comm_finalize(struct gx_comm *comm)
+{
+    gx_clear_last_error();
+    if (!comm)
+        return gx_fail(GX_EINVAL, GX_SUB_INIT, "gx_comm_finalize: comm is NULL");
+    int rc = gx_comm_check_usable(comm, "gx_comm_finalize");
+    if (rc != GX_OK)
+        return rc;
+    /* A barrier of its own kind: a rank finalizing while another still runs
+     * a barrier is reported as a mismatch, not silently paired. */
+    struct boot_group g = gx_comm_group(comm);
+    rc = boot_barrier(&g, gx_comm_next_seq(comm), BOOT_OP_FINALIZE, gx_comm_op_deadline(comm));
+    pthread_mutex_lock(&comm->lock);
+    comm->finalized = true;
+    pthread_mutex_unlock(&comm->lock);
+    return gx_comm_note_failure(comm, rc);
+}
+
+GX_API void gx_comm_destroy(struct gx_comm *comm)
+{
+    if (!comm)
+        return;
+    struct gx_boot *boot = comm->boot;
+    comm_free(comm);
+    gx_boot_release(boot);
+}
+
+GX_API void gx_comm_abort(struct gx_comm *comm)
+{
+    if (!comm || atomic_exchange(&comm->aborted, true))
+        return;
+    char msg[256];
+    snprintf(msg, sizeof(msg), "rank %d aborted communicator '%s' (gx_comm_abort)",
+             gx_boot_rank(comm->boot), comm->name);
+    GX_WARN(GX_SUB_INIT, "%s", msg);
+    gx_comm_set_async_error(comm, GX_EABORTED, msg);
+    gx_boot_fail(comm->boot, GX_EABORTED, gx_boot_rank(comm->boot), msg);
+    gx_boot_shutdown(comm->boot);
+    if (comm->xport)
+        gx_xport_abort(comm->xport);
+}
+
+GX_API int gx_comm_get_async_error(const struct gx_comm *comm, char *msg, size_t msg_len)
+{
+    if (!comm)
+        return GX_EINVAL;
+    struct gx_comm *c = (struct gx_comm *)comm;
+    if (atomic_load(&c->async_status) == GX_OK && !atomic_load(&c->aborted)) {
+        /* Pick up failures other ranks reported meanwhile. */
+        gx_boot_progress(c->boot, 0);
+        char bmsg[512];
+        int bs = gx_boot_failure(c->boot, bmsg, sizeof(bmsg));
+        if (bs != GX_OK)
+            gx_comm_set_async_error(c, bs, bmsg);
+    }
+    int status = atomic_load(&c->async_status);
+    if (msg && msg_len) {
+        pthread_mutex_lock(&c->lock);
+        snprintf(msg, msg_len, "%s", status == GX_OK ? "" : c->async_msg);
+        pthread_mutex_unlock(&c->lock);
+    }
+    return status;
+}
+
+/* ---- queries ------------------------------------------------------------ */
+
+GX_API int gx_comm_rank(const struct gx_comm *comm) { return comm ? comm->rank : -1; }
+GX_API int gx_comm_size(const struct gx_comm *comm) { return comm ? comm->size : -1; }
+GX_API int gx_comm_local_rank(const struct gx_comm *comm) { return comm ? comm->local_rank : -1; }
+GX_API int gx_comm_local_size(const struct gx_comm *comm) { return comm ? comm->local_size : -1; }
+GX_API int gx_comm_node_count(const struct gx_comm *comm) { return comm ? comm->node_count : -1; }
+GX_API int gx_comm_node_index(const struct gx_comm *comm) { return comm ? comm->node_index : -1; }
+
+GX_API const char *gx_comm_peer_provider(const struct gx_comm *comm, int peer)
+{
+    if (!comm || !comm->xport || peer < 0 || peer >= comm->size)
+        return NULL;
+    return gx_xport_provider_of(comm->xport, peer);
+}

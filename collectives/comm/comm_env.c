@@ -1,0 +1,184 @@
+/*
+ * comm_env.c - where rank, size and the rendezvous come from, in order:
+ * the gx_config fields, GX_* (set by gx-run), torchrun (RANK, WORLD_SIZE,
+ * MASTER_ADDR, MASTER_PORT), Slurm (SLURM_PROCID, SLURM_NTASKS) and Open MPI
+ * (OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE).
+ */
+#include "collectives/comm/comm_env.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/param.h"
+
+GX_PARAM_DEFINE(gx_param_world_rank, "GX_RANK", GX_PARAM_INT, "", NULL,
+                "This process's rank (set by gx-run; else RANK, SLURM_PROCID or "
+                "OMPI_COMM_WORLD_RANK is used).");
+GX_PARAM_DEFINE(gx_param_world_size, "GX_SIZE", GX_PARAM_INT, "", NULL,
+                "Number of ranks (set by gx-run; else WORLD_SIZE, SLURM_NTASKS or "
+                "OMPI_COMM_WORLD_SIZE).");
+GX_PARAM_DEFINE(gx_param_local_rank, "GX_LOCAL_RANK", GX_PARAM_INT, "", NULL,
+                "Rank on this node as set by the launcher (informational: gx computes the "
+                "local rank from node identities).");
+GX_PARAM_DEFINE(gx_param_local_size, "GX_LOCAL_SIZE", GX_PARAM_INT, "", NULL,
+                "Ranks on this node as set by the launcher (informational).");
+GX_PARAM_DEFINE(gx_param_master_addr, "GX_MASTER_ADDR", GX_PARAM_STRING, "", NULL,
+                "Host of rank 0's rendezvous listener (else MASTER_ADDR).");
+GX_PARAM_DEFINE(gx_param_master_port, "GX_MASTER_PORT", GX_PARAM_INT, "", NULL,
+                "Port of rank 0's rendezvous listener (else MASTER_PORT).");
+GX_PARAM_DEFINE(gx_param_init_method, "GX_INIT_METHOD", GX_PARAM_STRING, "env://", NULL,
+                "Rendezvous: env:// (master address from the environment), tcp://HOST:PORT, "
+                "or file:///PATH (a file on a shared file system, fresh for each job).");
+GX_PARAM_DEFINE(gx_param_job_key, "GX_JOB_KEY", GX_PARAM_STRING, "", NULL,
+                "Shared secret that authenticates every connection of the job (gx-run "
+                "generates one). Unset: derived from the rendezvous address, which keeps "
+                "jobs apart but is not a secret.");
+GX_PARAM_DEFINE(gx_param_node_id, "GX_NODE_ID", GX_PARAM_STRING, "", NULL,
+                "Identity of this node; ranks with equal ids share a node (default: host "
+                "name). Lets tests fake several nodes on one machine.");
+GX_PARAM_DEFINE(gx_param_init_timeout, "GX_INIT_TIMEOUT", GX_PARAM_INT, "300", NULL,
+                "Seconds the rendezvous may take before init fails naming missing ranks.");
+GX_PARAM_DEFINE(gx_param_timeout, "GX_TIMEOUT", GX_PARAM_INT, "600", NULL,
+                "Seconds any blocking operation may take before it fails with GX_ETIMEOUT.");
+GX_PARAM_DEFINE(gx_param_boot_listen_fd, "GX_BOOT_LISTEN_FD", GX_PARAM_INT, "-1", NULL,
+                "Internal (gx-run): inherited listening socket for rank 0's rendezvous.");
+
+/* An integer from the first variable in `names` that is set. */
+static int int_from_env(const char *const *names, long long *out, const char **which)
+{
+    for (const char *const *n = names; *n; n++) {
+        const char *v = getenv(*n);
+        if (!v || !v[0])
+            continue;
+        if (gx_parse_int(v, out) != 0)
+            return gx_fail(GX_EINVAL, GX_SUB_INIT, "%s='%s' is not an integer", *n, v);
+        *which = *n;
+        return GX_OK;
+    }
+    *which = NULL;
+    return GX_OK;
+}
+
+static int resolve_rank_size(const struct gx_config *cfg, struct comm_setup *s)
+{
+    static const char *const rank_vars[] = { "GX_RANK", "RANK", "SLURM_PROCID",
+                                             "OMPI_COMM_WORLD_RANK", "PMI_RANK", NULL };
+    static const char *const size_vars[] = { "GX_SIZE", "WORLD_SIZE", "SLURM_NTASKS",
+                                             "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", NULL };
+    long long rank = cfg->rank, size = cfg->world_size;
+    const char *rank_src = "gx_config.rank", *size_src = "gx_config.world_size";
+    if (cfg->rank < 0) {
+        int rc = int_from_env(rank_vars, &rank, &rank_src);
+        if (rc != GX_OK)
+            return rc;
+        if (!rank_src)
+            return gx_fail(GX_EINVAL, GX_SUB_INIT,
+                           "rank unknown: set gx_config.rank, or run under gx-run, torchrun, "
+                           "Slurm or mpirun (GX_RANK / RANK / SLURM_PROCID / "
+                           "OMPI_COMM_WORLD_RANK)");
+    }
+    if (cfg->world_size < 0) {
+        int rc = int_from_env(size_vars, &size, &size_src);
+        if (rc != GX_OK)
+            return rc;
+        if (!size_src)
+            return gx_fail(GX_EINVAL, GX_SUB_INIT,
+                           "world size unknown: set gx_config.world_size, or GX_SIZE / "
+                           "WORLD_SIZE / SLURM_NTASKS / OMPI_COMM_WORLD_SIZE");
+    }
+    if (size < 1 || size > 1000000)
+        return gx_fail(GX_EINVAL, GX_SUB_INIT, "%s=%lld is not a valid rank count (1..1000000)",
+                       size_src, size);
+    if (rank < 0 || rank >= size)
+        return gx_fail(GX_EINVAL, GX_SUB_INIT, "%s=%lld is out of range for %s=%lld", rank_src,
+                       rank, size_src, size);
+    s->boot.rank = (int)rank;
+    s->boot.world_size = (int)size;
+    return GX_OK;
+}
+
+static int resolve_method(const struct gx_config *cfg, struct comm_setup *s)
+{
+    const char *m = cfg->init_method ? cfg->init_method : gx_param_text(&gx_param_init_method);
+    if (strcmp(m, "env://") != 0) {
+        snprintf(s->init_method, sizeof(s->init_method), "%s", m);
+        return GX_OK;
+    }
+    const char *addr = gx_param_is_set(&gx_param_master_addr) ? gx_param_text(&gx_param_master_addr)
+                                                              : getenv("MASTER_ADDR");
+    const char *port_var = gx_param_is_set(&gx_param_master_port) ? "GX_MASTER_PORT" : "MASTER_PORT";
+    const char *port = getenv(port_var);
+    if ((!addr || !addr[0]) && (!port || !port[0]) && s->boot.world_size == 1) {
+        snprintf(s->init_method, sizeof(s->init_method), "tcp://127.0.0.1:0");
+        return GX_OK;
+    }
+    if (!addr || !addr[0])
+        return gx_fail(GX_EINVAL, GX_SUB_INIT, "env:// rendezvous needs MASTER_ADDR (or "
+                       "GX_MASTER_ADDR); or use GX_INIT_METHOD=file:///shared/path");
+    long long p;
+    if (!port || !port[0])
+        return gx_fail(GX_EINVAL, GX_SUB_INIT, "env:// rendezvous needs MASTER_PORT (or "
+                       "GX_MASTER_PORT)");
+    if (gx_parse_int(port, &p) != 0 || p < 0 || p > 65535)
+        return gx_fail(GX_EINVAL, GX_SUB_INIT, "%s='%s' is not a port number", port_var, port);
+    bool v6 = strchr(addr, ':') != NULL && addr[0] != '[';
+    snprintf(s->init_method, sizeof(s->init_method), v6 ? "tcp://[%s]:%lld" : "tcp://%s:%lld",
+             addr, p);
+    return GX_OK;
+}
+
+int comm_setup_resolve(const struct gx_config *cfg, struct comm_setup *s)
+{
+    memset(s, 0, sizeof(*s));
+    int rc = resolve_rank_size(cfg, s);
+    if (rc == GX_OK)
+        rc = resolve_method(cfg, s);
+    if (rc != GX_OK)
+        return rc;
+    s->boot.init_method = s->init_method;
+
+    const char *key = cfg->job_key ? cfg->job_key : gx_param_text(&gx_param_job_key);
+    if (key[0])
+        snprintf(s->job_key, sizeof(s->job_key), "%s", key);
+    else
+        snprintf(s->job_key, sizeof(s->job_key), "gx-default-key:%s", s->init_method);
+    s->boot.job_key = s->job_key;
+
+    if (gx_param_is_set(&gx_param_node_id))
+        snprintf(s->node_id, sizeof(s->node_id), "%s", gx_param_text(&gx_param_node_id));
+    else if (gethostname(s->node_id, sizeof(s->node_id)) != 0)
+        snprintf(s->node_id, sizeof(s->node_id), "unknown");
+    s->node_id[sizeof(s->node_id) - 1] = '\0';
+    s->boot.node_id = s->node_id;
+
+    long long v;
+    if (cfg->init_timeout_ms > 0) {
+        s->boot.init_timeout_ms = cfg->init_timeout_ms;
+    } else {
+        if ((rc = gx_param_int(&gx_param_init_timeout, &v)) != GX_OK)
+            return rc;
+        if (v <= 0 || v > 86400)
+            return gx_fail(GX_EINVAL, GX_SUB_INIT, "GX_INIT_TIMEOUT=%lld must be 1..86400 s", v);
+        s->boot.init_timeout_ms = (int)(v * 1000);
+    }
+    if (cfg->op_timeout_ms > 0) {
+        s->op_timeout_ms = cfg->op_timeout_ms;
+    } else {
+        if ((rc = gx_param_int(&gx_param_timeout, &v)) != GX_OK)
+            return rc;
+        if (v <= 0 || v > 86400 * 7)
+            return gx_fail(GX_EINVAL, GX_SUB_INIT, "GX_TIMEOUT=%lld must be 1..604800 s", v);
+        s->op_timeout_ms = (int)(v * 1000);
+    }
+    s->boot.listen_fd = -1;
+    if (s->boot.rank == 0 && gx_param_is_set(&gx_param_boot_listen_fd)) {
+        if ((rc = gx_param_int(&gx_param_boot_listen_fd, &v)) != GX_OK)
+            return rc;
+        s->boot.listen_fd = (int)v;
+    }
+    snprintf(s->name, sizeof(s->name), "%s", cfg->name ? cfg->name : "world");
+    return GX_OK;
+}

@@ -1,0 +1,80 @@
+/*
+ * comm_internal.h - struct gx_comm and the helpers the collectives, the
+ * point-to-point layer and the DDP scheduler use. Not installed.
+ */
+#ifndef GX_COMM_INTERNAL_H
+#define GX_COMM_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "collectives/bootstrap/boot.h"
+#include "collectives/bootstrap/boot_coll.h"
+#include "gx/gx.h"
+
+struct gx_comm {
+    struct gx_boot *boot;       /* shared by every communicator of the job */
+    uint64_t comm_id;
+    int rank;
+    int size;
+    int *world_ranks;           /* comm rank -> world (bootstrap) rank */
+    int local_rank;
+    int local_size;
+    int node_count;
+    int node_index;
+    int host_size;              /* ranks on this machine (>= local_size: fake nodes) */
+    bool oversubscribed;        /* more ranks on this machine than CPUs */
+    double net_alpha, net_beta; /* probed network link (coll_probe.c); 0: not probed */
+    int op_timeout_ms;
+    char name[32];
+    char job_key[256];          /* authenticates the fabric connections too */
+    struct gx_xport *xport;     /* endpoints to every peer (xport.h) */
+    char nic_name[64];          /* topology's NIC for this rank ("" = none) */
+    int nic_port;
+    enum gx_topo_path gpu_nic_path; /* this rank's GPU to that NIC (GPUDirect verdict) */
+    struct coll_comm *coll;     /* collectives engine, created on first use (coll_engine.c) */
+    struct coll_shm_arena *shm; /* all ranks on one node: the shared arena (coll_shm.h) */
+
+    pthread_mutex_t lock;       /* guards seq and the state flags below */
+    uint64_t seq;               /* bootstrap operations issued on this comm */
+    bool finalized;
+    atomic_bool aborted;
+    atomic_int async_status;    /* first failure; GX_OK while healthy */
+    char async_msg[512];        /* written once, before async_status is set */
+};
+
+/** The group view of a communicator for boot_coll.h operations. */
+static inline struct boot_group gx_comm_group(const struct gx_comm *c)
+{
+    struct boot_group g = { c->boot, c->world_ranks, c->size, c->rank, c->comm_id };
+    return g;
+}
+
+/** Take the next operation sequence number. */
+uint64_t gx_comm_next_seq(struct gx_comm *c);
+/** Deadline of a blocking operation started now. */
+uint64_t gx_comm_op_deadline(const struct gx_comm *c);
+/** Check the comm can run an operation (not aborted/finalized/failed). */
+int gx_comm_check_usable(struct gx_comm *c, const char *op);
+/** Record a failure as the comm's async error (first one wins) and return it. */
+int gx_comm_set_async_error(struct gx_comm *c, int status, const char *msg);
+/** After a failed operation: remember the error (with gx_last_error()). */
+int gx_comm_note_failure(struct gx_comm *c, int status);
+
+/** True when comm ranks `a` and `b` run on the same node. */
+bool gx_comm_same_node(const struct gx_comm *c, int a, int b);
+
+/** Collectives engine hook (coll_engine.c): stop the progress thread and
+ *  detach in-flight collectives; called by comm.c before the transport closes. */
+void gx_coll_comm_destroy(struct gx_comm *c);
+
+/** Probe the network link between nodes for the cost model (coll_probe.c);
+ *  collective: every rank of the communicator calls it at set-up. */
+int gx_coll_probe(struct gx_comm *c);
+
+/** All-gather over the bootstrap (for other layers' address exchange). */
+int gx_comm_boot_allgather(struct gx_comm *c, const void *mine, void *all, size_t each);
+
+#endif

@@ -1,0 +1,143 @@
+/* request.c - request lifecycle (gx_test, gx_wait, gx_request_free) and the
+ * barrier, which runs over the bootstrap network. */
+#include "collectives/comm/request.h"
+#include "collectives/comm/comm_internal.h"
+
+#include <sched.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+
+struct gx_request *gx_request_new(struct gx_comm *comm, const char *op_name,
+                                  int (*step)(struct gx_request *))
+{
+    struct gx_request *req = calloc(1, sizeof(*req));
+    if (!req)
+        return NULL;
+    req->comm = comm;
+    req->op_name = op_name;
+    req->step = step;
+    req->deadline = gx_comm_op_deadline(comm);
+    return req;
+}
+
+static void request_step(struct gx_request *req)
+{
+    if (req->done)
+        return;
+    int rc = atomic_load(&req->comm->aborted) ? GX_EABORTED : req->step(req);
+    if (rc == GX_INPROGRESS && gx_ms_left(req->deadline) == 0)
+        rc = gx_fail(GX_ETIMEOUT, GX_SUB_COLL, "%s #%llu on communicator '%s' (rank %d) did "
+                     "not complete within GX_TIMEOUT (%d ms)", req->op_name,
+                     (unsigned long long)req->seq, req->comm->name, req->comm->rank,
+                     req->comm->op_timeout_ms);
+    if (rc == GX_INPROGRESS)
+        return;
+    req->status = gx_comm_note_failure(req->comm, rc);
+    req->done = true;
+}
+
+GX_API int gx_test(struct gx_request *req, int *done)
+{
+    gx_clear_last_error();
+    if (!req)
+        return gx_fail(GX_EINVAL, GX_SUB_COLL, "gx_test: req is NULL");
+    if (!done)
+        return gx_fail(GX_EINVAL, GX_SUB_COLL, "gx_test: done is NULL");
+    request_step(req);
+    *done = req->done;
+    return req->done ? req->status : GX_OK;
+}
+
+GX_API int gx_wait(struct gx_request *req, int timeout_ms)
+{
+    gx_clear_last_error();
+    if (!req)
+        return gx_fail(GX_EINVAL, GX_SUB_COLL, "gx_wait: req is NULL");
+    uint64_t deadline = gx_deadline_after_ms(timeout_ms < 0 ? req->comm->op_timeout_ms
+                                                            : timeout_ms);
+    if (req->wait_begin && !req->done)
+        req->wait_begin(req);
+    /* Spin briefly, then yield, then nap: many ranks share few cores. With
+     * more ranks on the node than CPUs, the rank awaited is usually waiting
+     * for this CPU: spinning only delays it, so yield almost at once. */
+    const unsigned spin = req->comm && req->comm->oversubscribed ? 4 : 200;
+    for (unsigned spins = 0;; spins++) {
+        request_step(req);
+        if (req->done)
+            break;
+        if ((spins & 63) != 0 && spins < spin)
+            continue; /* reading the clock costs more than a poll */
+        int left = gx_ms_left(deadline);
+        if (left == 0) {
+            if (req->wait_end)
+                req->wait_end(req);
+            return gx_fail(GX_ETIMEOUT, GX_SUB_COLL, "gx_wait: %s #%llu still running after "
+                           "%d ms (the request stays valid)", req->op_name,
+                           (unsigned long long)req->seq, timeout_ms);
+        }
+        if (spins > 10 * spin) {
+            struct timespec ts = { 0, spins > 100 * spin ? 200000 : 20000 };
+            nanosleep(&ts, NULL);
+        } else if (spins > spin) {
+            sched_yield();
+        }
+    }
+    if (req->wait_end)
+        req->wait_end(req);
+    return req->status;
+}
+
+GX_API void gx_request_free(struct gx_request *req)
+{
+    if (!req)
+        return;
+    if (!req->done)
+        (void)gx_wait(req, -1);
+    if (req->release)
+        req->release(req);
+    free(req);
+}
+
+/* ---- barrier ------------------------------------------------------------ */
+
+static int barrier_step(struct gx_request *req)
+{
+    struct boot_group g = gx_comm_group(req->comm);
+    return boot_barrier_step(&g, req->seq, &req->u.barrier, req->deadline);
+}
+
+GX_API int gx_ibarrier(struct gx_comm *comm, struct gx_request **req_out)
+{
+    gx_clear_last_error();
+    if (!comm)
+        return gx_fail(GX_EINVAL, GX_SUB_COLL, "gx_ibarrier: comm is NULL");
+    if (!req_out)
+        return gx_fail(GX_EINVAL, GX_SUB_COLL, "gx_ibarrier: req is NULL");
+    int rc = gx_comm_check_usable(comm, "gx_ibarrier");
+    if (rc != GX_OK)
+        return rc;
+    struct gx_request *req = gx_request_new(comm, "barrier", barrier_step);
+    if (!req)
+        return gx_fail(GX_ENOMEM, GX_SUB_COLL, "gx_ibarrier: out of memory");
+    req->seq = gx_comm_next_seq(comm);
+    boot_barrier_start(&req->u.barrier);
+    request_step(req);
+    *req_out = req;
+    return GX_OK;
+}
+
+GX_API int gx_barrier(struct gx_comm *comm)
+{
+    gx_clear_last_error();
+    if (!comm)
+        return gx_fail(GX_EINVAL, GX_SUB_COLL, "gx_barrier: comm is NULL");
+    int rc = gx_comm_check_usable(comm, "gx_barrier");
+    if (rc != GX_OK)
+        return rc;
+    struct boot_group g = gx_comm_group(comm);
+    rc = boot_barrier(&g, gx_comm_next_seq(comm), BOOT_OP_BARRIER, gx_comm_op_deadline(comm));
+    return gx_comm_note_failure(comm, rc);
+}

@@ -1,0 +1,276 @@
+/*
+ * coll_api.c - the public collective calls (gx.h): argument checks on the
+ * calling rank before any communication, then coll_issue(). The blocking
+ * forms are the non-blocking ones followed by gx_wait().
+ *
+ * Every call on a usable communicator takes a collective sequence number,
+ * even when its arguments are rejected: a rank that made a bad call is then
+ * out of step with the others, and its next collective fails with
+ * GX_EMISMATCH ("a rank skipped a collective") instead of silently pairing
+ * with the wrong call.
+ */
+#include <stdint.h>
+
+#include "collectives/engine/coll.h"
+#include "collectives/comm/comm_internal.h"
+#include "collectives/comm/request.h"
+#include "common/log.h"
+
+static bool ranges_overlap(const void *a, size_t alen, const void *b, size_t blen)
+{
+    uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+    return alen && blen && x < y + blen && y < x + alen;
+}
+
+/* Which buffers a rank uses, and how big they are. */
+struct buf_use {
+    size_t send_bytes, recv_bytes;  /* 0 when the buffer is not used on this rank */
+    const void *inplace_send;       /* sendbuf value meaning "in place", or NULL */
+};
+
+static int check_args(struct gx_comm *comm, struct coll_args *a, const char *fn)
+{
+    int n = comm->size, me = comm->rank;
+    a->es = gx_datatype_size(a->dtype);
+    if (a->es == 0)
+        return gx_fail(GX_EINVAL, GX_SUB_COLL, "%s: dtype %d is not a gx_datatype", fn,
+                       (int)a->dtype);
+    bool reduces = a->kind == COLL_ALLREDUCE || a->kind == COLL_REDUCE ||
+                   a->kind == COLL_REDUCE_SCATTER;
+    if (reduces && (unsigned)a->op >= GX_REDOP_COUNT)
+        return gx_fail(GX_EINVAL, GX_SUB_COLL, "%s: op %d is not a gx_redop", fn, (int)a->op);
+    if (!reduces)
+        a->op = GX_REDOP_COUNT;
+    bool rooted = a->kind == COLL_BROADCAST || a->kind == COLL_REDUCE ||
+                  a->kind == COLL_GATHER || a->kind == COLL_SCATTER;
+    if (rooted && (a->root < 0 || a->root >= n))
+        return gx_fail(GX_EINVAL, GX_SUB_COLL, "%s: root %d is out of range for a communicator "
+                       "of %d ranks", fn, a->root, n);
+    if (!rooted)
+        a->root = -1;
+    if (a->count > SIZE_MAX / a->es)
+        return gx_fail(GX_EINVAL, GX_SUB_COLL, "%s: count %zu of %s overflows size_t bytes", fn,
+                       a->count, gx_datatype_name(a->dtype));
+    size_t bytes = a->count * a->es;
+    bool blocks = a->kind == COLL_ALLGATHER || a->kind == COLL_REDUCE_SCATTER ||
+                  a->kind == COLL_GATHER || a->kind == COLL_SCATTER || a->kind == COLL_ALLTOALL;
+    if (blocks && bytes > SIZE_MAX / (size_t)n)
+        return gx_fail(GX_EINVAL, GX_SUB_COLL, "%s: count %zu of %s times %d ranks overflows "
+                       "size_t bytes", fn, a->count, gx_datatype_name(a->dtype), n);
+    size_t all = blocks ? bytes * (size_t)n : bytes;
+    bool root = a->root == me;
+    const char *rbuf = a->recvbuf;
+    const char *sbuf = a->sendbuf;
+    struct buf_use u = { 0, 0, NULL };
+    switch (a->kind) {
+    case COLL_ALLREDUCE:
+        u = (struct buf_use){ bytes, bytes, rbuf };
+        break;
+    case COLL_BROADCAST:
+        u = (struct buf_use){ root ? bytes : 0, bytes, rbuf };
+        break;
+    case COLL_REDUCE:
+        u = (struct buf_use){ bytes, root ? bytes : 0, rbuf };
+        break;
+    case COLL_ALLGATHER:
+        u = (struct buf_use){ bytes, all, rbuf ? rbuf + (size_t)me * bytes : NULL };
+        break;
+    case COLL_REDUCE_SCATTER:
+        u = (struct buf_use){ all, bytes, NULL };
+        if (sbuf && rbuf == sbuf + (size_t)me * bytes)
+            u.inplace_send = sbuf;
+        break;
+    case COLL_GATHER:
+        u = (struct buf_use){ bytes, root ? all : 0, rbuf ? rbuf + (size_t)me * bytes : NULL };
+        break;
+    case COLL_SCATTER:
+        u = (struct buf_use){ root ? all : 0, bytes, NULL };
+        if (sbuf && rbuf == sbuf + (size_t)me * bytes)
+            u.inplace_send = sbuf;
+        break;
+    case COLL_ALLTOALL:
+        u = (struct buf_use){ all, all, rbuf };
+        break;
+    default:
+        return gx_fail(GX_EINVAL, GX_SUB_COLL, "%s: unknown collective", fn);
+    }
+    if (u.send_bytes && !a->sendbuf)
+        return gx_fail(GX_EINVAL, GX_SUB_COLL, "%s: sendbuf is NULL with count %zu", fn,
+                       a->count);
+    if (u.recv_bytes && !a->recvbuf)
+        return gx_fail(GX_EINVAL, GX_SUB_COLL, "%s: recvbuf is NULL with count %zu", fn,
+                       a->count);
+    bool inplace = u.inplace_send && a->sendbuf == u.inplace_send;
+    if (!inplace && ranges_overlap(a->sendbuf, u.send_bytes, a->recvbuf, u.recv_bytes))
+        return gx_fail(GX_EINVAL, GX_SUB_COLL, "%s: sendbuf %p (%zu bytes) and recvbuf %p (%zu "
+                       "bytes) overlap; only the in-place form documented in gx.h is allowed",
+                       fn, a->sendbuf, u.send_bytes, a->recvbuf, u.recv_bytes);
+    return GX_OK;
+}
+
+static int coll_start(struct gx_comm *comm, struct coll_args *a, const char *fn,
+                      struct gx_request **req)
+{
+    if (!comm)
+        return gx_fail(GX_EINVAL, GX_SUB_COLL, "%s: comm is NULL", fn);
+    int rc = gx_comm_check_usable(comm, fn);
+    if (rc != GX_OK)
+        return rc;
+    uint64_t seq = coll_next_seq(comm, &rc);
+    if (rc != GX_OK)
+        return rc;
+    if (!req)
+        return gx_fail(GX_EINVAL, GX_SUB_COLL, "%s: req is NULL", fn);
+    rc = check_args(comm, a, fn);
+    if (rc != GX_OK)
+        return rc;
+    rc = coll_issue(comm, seq, a, fn, req);
+    return rc == GX_OK ? GX_OK : gx_comm_note_failure(comm, rc);
+}
+
+static int coll_blocking(struct gx_comm *comm, struct coll_args *a, const char *fn)
+{
+    struct gx_request *req = NULL;
+    a->will_wait = true; /* no need to wake the progress thread for it */
+    int rc = coll_start(comm, a, fn, &req);
+    if (rc != GX_OK)
+        return rc;
+    rc = gx_wait(req, -1);
+    gx_request_free(req);
+    return rc;
+}
+
+#define ARGS(K, S, R, C, D, O, ROOT)                                           \
+    struct coll_args a = { .kind = (K), .sendbuf = (S), .recvbuf = (R), .count = (C),       \
+                           .dtype = (D), .op = (O), .root = (ROOT) }
+
+GX_API int gx_allreduce(struct gx_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                        enum gx_datatype dtype, enum gx_redop op)
+{
+    gx_clear_last_error();
+    ARGS(COLL_ALLREDUCE, sendbuf, recvbuf, count, dtype, op, -1);
+    return coll_blocking(comm, &a, "gx_allreduce");
+}
+
+GX_API int gx_iallreduce(struct gx_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                         enum gx_datatype dtype, enum gx_redop op, struct gx_request **req)
+{
+    gx_clear_last_error();
+    ARGS(COLL_ALLREDUCE, sendbuf, recvbuf, count, dtype, op, -1);
+    return coll_start(comm, &a, "gx_iallreduce", req);
+}
+
+GX_API int gx_broadcast(struct gx_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                        enum gx_datatype dtype, int root)
+{
+    gx_clear_last_error();
+    ARGS(COLL_BROADCAST, sendbuf, recvbuf, count, dtype, GX_REDOP_COUNT, root);
+    return coll_blocking(comm, &a, "gx_broadcast");
+}
+
+GX_API int gx_ibroadcast(struct gx_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                         enum gx_datatype dtype, int root, struct gx_request **req)
+{
+    gx_clear_last_error();
+    ARGS(COLL_BROADCAST, sendbuf, recvbuf, count, dtype, GX_REDOP_COUNT, root);
+    return coll_start(comm, &a, "gx_ibroadcast", req);
+}
+
+GX_API int gx_reduce(struct gx_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                     enum gx_datatype dtype, enum gx_redop op, int root)
+{
+    gx_clear_last_error();
+    ARGS(COLL_REDUCE, sendbuf, recvbuf, count, dtype, op, root);
+    return coll_blocking(comm, &a, "gx_reduce");
+}
+
+GX_API int gx_ireduce(struct gx_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                      enum gx_datatype dtype, enum gx_redop op, int root,
+                      struct gx_request **req)
+{
+    gx_clear_last_error();
+    ARGS(COLL_REDUCE, sendbuf, recvbuf, count, dtype, op, root);
+    return coll_start(comm, &a, "gx_ireduce", req);
+}
+
+GX_API int gx_allgather(struct gx_comm *comm, const void *sendbuf, void *recvbuf,
+                        size_t sendcount, enum gx_datatype dtype)
+{
+    gx_clear_last_error();
+    ARGS(COLL_ALLGATHER, sendbuf, recvbuf, sendcount, dtype, GX_REDOP_COUNT, -1);
+    return coll_blocking(comm, &a, "gx_allgather");
+}
+
+GX_API int gx_iallgather(struct gx_comm *comm, const void *sendbuf, void *recvbuf,
+                         size_t sendcount, enum gx_datatype dtype, struct gx_request **req)
+{
+    gx_clear_last_error();
+    ARGS(COLL_ALLGATHER, sendbuf, recvbuf, sendcount, dtype, GX_REDOP_COUNT, -1);
+    return coll_start(comm, &a, "gx_iallgather", req);
+}
+
+GX_API int gx_reduce_scatter(struct gx_comm *comm, const void *sendbuf, void *recvbuf,
+                             size_t recvcount, enum gx_datatype dtype, enum gx_redop op)
+{
+    gx_clear_last_error();
+    ARGS(COLL_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype, op, -1);
+    return coll_blocking(comm, &a, "gx_reduce_scatter");
+}
+
+GX_API int gx_ireduce_scatter(struct gx_comm *comm, const void *sendbuf, void *recvbuf,
+                              size_t recvcount, enum gx_datatype dtype, enum gx_redop op,
+                              struct gx_request **req)
+{
+    gx_clear_last_error();
+    ARGS(COLL_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype, op, -1);
+    return coll_start(comm, &a, "gx_ireduce_scatter", req);
+}
+
+GX_API int gx_gather(struct gx_comm *comm, const void *sendbuf, void *recvbuf, size_t sendcount,
+                     enum gx_datatype dtype, int root)
+{
+    gx_clear_last_error();
+    ARGS(COLL_GATHER, sendbuf, recvbuf, sendcount, dtype, GX_REDOP_COUNT, root);
+    return coll_blocking(comm, &a, "gx_gather");
+}
+
+GX_API int gx_igather(struct gx_comm *comm, const void *sendbuf, void *recvbuf, size_t sendcount,
+                      enum gx_datatype dtype, int root, struct gx_request **req)
+{
+    gx_clear_last_error();
+    ARGS(COLL_GATHER, sendbuf, recvbuf, sendcount, dtype, GX_REDOP_COUNT, root);
+    return coll_start(comm, &a, "gx_igather", req);
+}
+
+GX_API int gx_scatter(struct gx_comm *comm, const void *sendbuf, void *recvbuf, size_t recvcount,
+                      enum gx_datatype dtype, int root)
+{
+    gx_clear_last_error();
+    ARGS(COLL_SCATTER, sendbuf, recvbuf, recvcount, dtype, GX_REDOP_COUNT, root);
+    return coll_blocking(comm, &a, "gx_scatter");
+}
+
+GX_API int gx_iscatter(struct gx_comm *comm, const void *sendbuf, void *recvbuf,
+                       size_t recvcount, enum gx_datatype dtype, int root,
+                       struct gx_request **req)
+{
+    gx_clear_last_error();
+    ARGS(COLL_SCATTER, sendbuf, recvbuf, recvcount, dtype, GX_REDOP_COUNT, root);
+    return coll_start(comm, &a, "gx_iscatter", req);
+}
+
+GX_API int gx_alltoall(struct gx_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                       enum gx_datatype dtype)
+{
+    gx_clear_last_error();
+    ARGS(COLL_ALLTOALL, sendbuf, recvbuf, count, dtype, GX_REDOP_COUNT, -1);
+    return coll_blocking(comm, &a, "gx_alltoall");
+}
+
+GX_API int gx_ialltoall(struct gx_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                        enum gx_datatype dtype, struct gx_request **req)
+{
+    gx_clear_last_error();
+    ARGS(COLL_ALLTOALL, sendbuf, recvbuf, count, dtype, GX_REDOP_COUNT, -1);
+    return coll_start(comm, &a, "gx_ialltoall", req);
+}

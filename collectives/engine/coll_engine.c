@@ -1,0 +1,617 @@
+/*
+ * coll_engine.c - the step engine of the collectives.
+ *
+ * A collective is a schedule (coll.h) built when it is issued: steps with up
+ * to three dependencies on earlier steps. The engine walks every outstanding
+ * collective of a communicator in issue order, posts the sends and receives
+ * whose dependencies are done, runs the reductions and copies whose inputs
+ * are ready, and retires a collective once all its steps are done. Chunked
+ * schedules therefore pipeline by themselves: chunk c of round k+1 goes out
+ * while chunk c+1 of round k is still in flight.
+ *
+ * Who runs it (GX_PROGRESS): "thread" (default) starts one progress thread
+ * per communicator on its first collective; it sleeps on a condition variable
+ * while nothing is outstanding and backs off (spin, yield, short naps) while
+ * waiting on peers, so 8 ranks on 2 cores still make progress. The caller's
+ * gx_test/gx_wait also advance the engine when the lock is free. "caller"
+ * runs the engine only inside gx_test/gx_wait.
+ *
+ * Owns: struct coll_comm (coll_engine.h), the lifecycle of struct coll_op,
+ * the algorithm names, the scratch pool and the failure policy (running one
+ * collective's steps, the descriptor check included, is coll_steps.c): a collective that fails for a
+ * reason other than its own arguments sets the communicator's async error,
+ * tells the other ranks through the bootstrap (so ranks waiting elsewhere
+ * fail at once, naming the root cause) and aborts the transport so nothing
+ * writes into the caller's buffers after the request reported its error.
+ * Locking: cc->mu guards the list and every op's schedule; lock order is
+ * cc->mu, then the transport's and the bootstrap's own locks.
+ */
+#include <errno.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "collectives/engine/coll.h"
+#include "collectives/comm/comm_internal.h"
+#include "collectives/comm/request.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/param.h"
+
+GX_PARAM_DEFINE(gx_param_progress, "GX_PROGRESS", GX_PARAM_ENUM, "thread", "thread|caller",
+                "Who advances non-blocking collectives: a progress thread per communicator "
+                "(thread), or only gx_test/gx_wait in the calling thread (caller).");
+
+#include "collectives/engine/coll_engine.h"
+
+#define BOOT_POLL_NS 20000000ull  /* how often to look for failures other ranks reported */
+#define BOOT_POLL_EVERY 32        /* engine passes between two looks at the clock for it */
+#define ROOT_CAUSE_GRACE_MS 200   /* wait this long for a peer's report after a link error */
+
+
+static const char *const kind_names[COLL_KIND_COUNT] = {
+    "allreduce", "broadcast", "reduce", "allgather", "reduce_scatter", "gather", "scatter",
+    "alltoall",
+};
+static const char *const algo_names[COLL_ALGO_COUNT] = {
+    [COLL_ALGO_AUTO] = "auto", [COLL_ALGO_RING] = "ring", [COLL_ALGO_TREE] = "tree",
+    [COLL_ALGO_RHD] = "rhd",   [COLL_ALGO_RD] = "rd",     [COLL_ALGO_LINEAR] = "linear",
+    [COLL_ALGO_SHM] = "shm",   [COLL_ALGO_DBTREE] = "dbtree",
+};
+
+const char *coll_kind_name(enum coll_kind k)
+{
+    return (unsigned)k < COLL_KIND_COUNT ? kind_names[k] : "?";
+}
+
+const char *coll_algo_name(enum coll_algo a)
+{
+    return (unsigned)a < COLL_ALGO_COUNT && algo_names[a] ? algo_names[a] : "?";
+}
+
+/* ---- scratch pool ----------------------------------------------------------- */
+
+/* Take the smallest pooled buffer that fits, or allocate. */
+void *coll_scratch_take(struct coll_comm *cc, size_t bytes, size_t *size_out)
+{
+    pthread_mutex_lock(&cc->pool_mu);
+    int best = -1;
+    for (int i = 0; i < SCRATCH_POOL; i++)
+        if (cc->pool[i] && cc->pool_size[i] >= bytes &&
+            (best < 0 || cc->pool_size[i] < cc->pool_size[best]))
+            best = i;
+    void *buf = NULL;
+    if (best >= 0) {
+        buf = cc->pool[best];
+        *size_out = cc->pool_size[best];
+        cc->pool[best] = NULL;
+    }
+    pthread_mutex_unlock(&cc->pool_mu);
+    if (!buf) {
+        buf = malloc(bytes);
+        *size_out = bytes;
+        GX_TRACE(GX_SUB_COLL, "scratch: new %zu-byte buffer", bytes);
+    }
+    return buf;
+}
+
+/* Give a buffer back: kept in a free slot, else in place of a smaller one. */
+void coll_scratch_give(struct coll_comm *cc, void *buf, size_t size)
+{
+    pthread_mutex_lock(&cc->pool_mu);
+    int slot = -1;
+    for (int i = 0; i < SCRATCH_POOL && slot < 0; i++)
+        if (!cc->pool[i])
+            slot = i;
+    for (int i = 0; i < SCRATCH_POOL && slot < 0; i++)
+        if (cc->pool_size[i] < size)
+            slot = i;
+    void *drop = buf;
+    if (slot >= 0) {
+        drop = cc->pool[slot];
+        cc->pool[slot] = buf;
+        cc->pool_size[slot] = size;
+    }
+    pthread_mutex_unlock(&cc->pool_mu);
+    free(drop);
+}
+
+/* ---- failure ------------------------------------------------------------ */
+/* Take a failure other ranks reported through the bootstrap, if any. */
+static int boot_root_cause(struct gx_comm *c, char *msg, size_t len, int grace_ms)
+{
+    uint64_t until = gx_deadline_after_ms(grace_ms);
+    for (;;) {
+        gx_boot_progress(c->boot, 0);
+        int bs = gx_boot_failure(c->boot, msg, len);
+        if (bs != GX_OK || gx_ms_left(until) == 0)
+            return bs;
+        gx_boot_progress(c->boot, 10);
+    }
+}
+
+/* The communicator is broken: every outstanding collective fails with
+ * `status`, the transport is aborted (nothing may write into the callers'
+ * buffers once their requests report), and other ranks are told. Called
+ * with cc->mu held, after coll_op_set_error() on the op that failed first. */
+static void comm_broken(struct coll_comm *cc, int status, const char *msg, int failed_world_rank)
+{
+    struct gx_comm *c = cc->comm;
+    gx_comm_set_async_error(c, status, msg);
+    if (status != GX_EABORTED && gx_boot_failure(c->boot, NULL, 0) == GX_OK)
+        gx_boot_fail(c->boot, status, failed_world_rank, msg);
+    gx_xport_abort(c->xport);
+    for (struct coll_op *op = cc->head; op; op = op->next) {
+        if (op->status == GX_OK) {
+            char what[160];
+            coll_describe_op(op, what, sizeof(what));
+            coll_op_set_error(op, status, "%s failed: %s", what, msg);
+        }
+    }
+}
+
+/* Advance one op; returns GX_OK when it finished (successfully or not). */
+static int op_advance(struct coll_comm *cc, struct coll_op *op, bool *progressed)
+{
+    if (op->status == GX_OK) {
+        for (int pass = 0; pass < 8 && coll_op_pass(op); pass++)
+            *progressed = true;
+    }
+    if (op->status == GX_OK && op->anomaly[0] &&
+        (op->desc_recv_step < 0 || op->steps[op->desc_recv_step].state == STEP_DONE))
+        coll_op_set_error(op, GX_EMISMATCH, "%s", op->anomaly);
+    if (op->status == GX_OK && op->first == op->nsteps)
+        return GX_OK;
+    if (op->status == GX_OK && gx_ms_left(op->deadline) == 0) {
+        char what[160], stall[300];
+        coll_describe_op(op, what, sizeof(what));
+        coll_stall_report(op, stall, sizeof(stall));
+        coll_op_set_error(op, GX_ETIMEOUT, "%s did not complete within GX_TIMEOUT (%d ms); still "
+                     "waiting on: %s", what, op->comm->op_timeout_ms, stall);
+    }
+    if (op->status == GX_OK)
+        return GX_INPROGRESS;
+    /* Failed. Transport and mismatch failures break the communicator. */
+    int failed_peer = -1;
+    for (int i = 0; i < op->nsteps; i++) {
+        const struct coll_step *s = &op->steps[i];
+        if (s->state == STEP_DONE && s->xop.status != GX_OK &&
+            (s->kind == CS_SEND || s->kind == CS_RECV || s->kind == CS_FLAG_WAIT))
+            failed_peer = s->peer;
+    }
+    if (failed_peer >= 0 && GX_IS_PEER_ERROR(op->status)) {
+        /* A broken link is often the echo of a failure another rank already
+         * diagnosed (it aborted its transport): prefer that root cause. */
+        char bmsg[512];
+        int bs = boot_root_cause(cc->comm, bmsg, sizeof(bmsg), ROOT_CAUSE_GRACE_MS);
+        if (bs != GX_OK) {
+            char what[160];
+            coll_describe_op(op, what, sizeof(what));
+            op->status = GX_OK;
+            coll_op_set_error(op, bs, "%s failed: %s", what, bmsg);
+            failed_peer = -1;
+        }
+    }
+    if (!GX_IS_CALLER_ERROR(op->status))
+        comm_broken(cc, op->status, op->errmsg,
+                    failed_peer >= 0 ? cc->comm->world_ranks[failed_peer] : -1);
+    return GX_OK;
+}
+
+static void op_unlink(struct coll_comm *cc, struct coll_op *op)
+{
+    struct coll_op **pp = &cc->head, *prev = NULL;
+    while (*pp && *pp != op) {
+        prev = *pp;
+        pp = &(*pp)->next;
+    }
+    if (!*pp)
+        return;
+    *pp = op->next;
+    if (cc->tail == op)
+        cc->tail = prev;
+    op->next = NULL;
+    op->active = false;
+    cc->nactive--;
+}
+
+static void op_finish(struct coll_comm *cc, struct coll_op *op)
+{
+    cc->recvs_posted -= op->recvs_posted; /* a failed op's receives died with the transport */
+    op->recvs_posted = 0;
+    if (op->status != GX_OK)
+        gx_fail(op->status, GX_SUB_COLL, "%s", op->errmsg);
+    op_unlink(cc, op);
+    /* A failed op's scratch may still be a receive target of a dying
+     * transport: let it go with the op instead of reusing it. */
+    if (op->status == GX_OK && op->scratch) {
+        coll_scratch_give(cc, op->scratch, op->scratch_size);
+        op->scratch = NULL;
+    }
+    __atomic_store_n(&op->finished, true, __ATOMIC_RELEASE);
+}
+
+/* Check for failures from outside the engine: abort, another operation's
+ * failure on this comm, or a failure another rank reported. */
+static void check_outside_failures(struct coll_comm *cc)
+{
+    struct gx_comm *c = cc->comm;
+    int status = GX_OK;
+    char msg[512] = "";
+    if (atomic_load(&c->aborted)) {
+        status = GX_EABORTED;
+        snprintf(msg, sizeof(msg), "communicator '%s' was aborted", c->name);
+    } else if (atomic_load(&c->async_status) != GX_OK) {
+        pthread_mutex_lock(&c->lock);
+        status = atomic_load(&c->async_status);
+        snprintf(msg, sizeof(msg), "%s", c->async_msg);
+        pthread_mutex_unlock(&c->lock);
+    } else if ((++cc->progress_calls % BOOT_POLL_EVERY) == 0 &&
+               gx_now_ns() >= cc->next_boot_poll) {
+        cc->next_boot_poll = gx_now_ns() + BOOT_POLL_NS;
+        gx_boot_progress(c->boot, 0);
+        status = gx_boot_failure(c->boot, msg, sizeof(msg));
+    }
+    if (status != GX_OK)
+        comm_broken(cc, status, msg, -1);
+}
+
+/* Advance every outstanding collective in issue order. cc->mu held. */
+static bool progress_locked(struct coll_comm *cc)
+{
+    bool progressed = false;
+    if (!cc->head)
+        return false;
+    int rc = gx_xport_progress(cc->comm->xport);
+    if (rc != GX_OK) {
+        char msg[300];
+        snprintf(msg, sizeof(msg), "the transport of communicator '%s' failed: %s",
+                 cc->comm->name, gx_last_error());
+        comm_broken(cc, rc, msg, -1);
+    }
+    check_outside_failures(cc);
+    for (struct coll_op *op = cc->head, *next; op; op = next) {
+        next = op->next;
+        if (op_advance(cc, op, &progressed) == GX_OK) {
+            op_finish(cc, op);
+            progressed = true;
+            next = cc->head; /* a failure may have failed the others: rescan */
+        }
+    }
+    return progressed;
+}
+
+/* ---- progress thread ----------------------------------------------------- */
+
+static void backoff(unsigned idle)
+{
+    if (idle < 64)
+        return;
+    if (idle < 512) {
+        sched_yield();
+        return;
+    }
+    struct timespec ts = { 0, idle < 4096 ? 20000 : 200000 };
+    nanosleep(&ts, NULL);
+}
+
+static void *progress_main(void *arg)
+{
+    struct coll_comm *cc = arg;
+    unsigned idle = 0;
+    pthread_mutex_lock(&cc->mu);
+    for (;;) {
+        while (!cc->stop && (!cc->head || cc->waiters > 0)) {
+            idle = 0;
+            pthread_cond_wait(&cc->cond, &cc->mu);
+        }
+        if (cc->stop)
+            break;
+        idle = progress_locked(cc) ? 0 : idle + 1;
+        pthread_mutex_unlock(&cc->mu);
+        backoff(idle);
+        pthread_mutex_lock(&cc->mu);
+    }
+    pthread_mutex_unlock(&cc->mu);
+    return NULL;
+}
+
+static struct coll_comm *coll_comm_get(struct gx_comm *c)
+{
+    pthread_mutex_lock(&c->lock);
+    struct coll_comm *cc = c->coll;
+    if (!cc) {
+        cc = calloc(1, sizeof(*cc));
+        if (cc) {
+            int mode = 0;
+            (void)gx_param_enum(&gx_param_progress, &mode);
+            cc->comm = c;
+            cc->memo_kind = -1;
+            cc->use_thread = mode == 0 && c->size > 1;
+            pthread_mutex_init(&cc->mu, NULL);
+            pthread_mutex_init(&cc->pool_mu, NULL);
+            pthread_cond_init(&cc->cond, NULL);
+            if (cc->use_thread) {
+                cc->thread_started = pthread_create(&cc->thread, NULL, progress_main, cc) == 0;
+                if (!cc->thread_started) {
+                    GX_WARN(GX_SUB_COLL, "communicator '%s': no progress thread (%s); the "
+                            "caller advances collectives", c->name, strerror(errno));
+                    cc->use_thread = false;
+                }
+            }
+            c->coll = cc;
+        }
+    }
+    pthread_mutex_unlock(&c->lock);
+    return cc;
+}
+
+void gx_coll_comm_destroy(struct gx_comm *c)
+{
+    struct coll_comm *cc = c->coll;
+    if (!cc)
+        return;
+    pthread_mutex_lock(&cc->mu);
+    cc->stop = true;
+    pthread_cond_broadcast(&cc->cond);
+    pthread_mutex_unlock(&cc->mu);
+    if (cc->thread_started)
+        pthread_join(cc->thread, NULL);
+    pthread_mutex_lock(&cc->mu);
+    if (cc->head) {
+        /* Requests still in flight: nothing may touch their memory once the
+         * transport closes. Their owners must still free them. */
+        gx_xport_abort(c->xport);
+        for (struct coll_op *op = cc->head; op; op = op->next)
+            coll_op_set_error(op, GX_EABORTED, "%s #%llu: communicator '%s' was destroyed while it "
+                         "was in flight", coll_kind_name(op->a.kind),
+                         (unsigned long long)op->seq, c->name);
+        while (cc->head) {
+            struct coll_op *op = cc->head;
+            op_finish(cc, op);
+        }
+    }
+    pthread_mutex_unlock(&cc->mu);
+    pthread_cond_destroy(&cc->cond);
+    pthread_mutex_destroy(&cc->mu);
+    for (int i = 0; i < SCRATCH_POOL; i++)
+        free(cc->pool[i]);
+    pthread_mutex_destroy(&cc->pool_mu);
+    free(cc);
+    c->coll = NULL;
+}
+
+/* ---- requests --------------------------------------------------------------- */
+
+static int coll_req_step(struct gx_request *req)
+{
+    struct coll_op *op = req->priv;
+    struct coll_comm *cc = op->cc;
+    if (!__atomic_load_n(&op->finished, __ATOMIC_ACQUIRE)) {
+        /* With a progress thread, help only when it is not busy, unless a
+         * caller waits (then the thread rests and the caller drives). */
+        bool locked = cc->use_thread && !__atomic_load_n(&cc->waiters, __ATOMIC_RELAXED)
+                          ? pthread_mutex_trylock(&cc->mu) == 0
+                          : pthread_mutex_lock(&cc->mu) == 0;
+        if (locked) {
+            progress_locked(cc);
+            pthread_mutex_unlock(&cc->mu);
+        }
+    }
+    if (!__atomic_load_n(&op->finished, __ATOMIC_ACQUIRE))
+        return GX_INPROGRESS;
+    if (op->status != GX_OK)
+        gx_set_last_error(op->errmsg);
+    return op->status;
+}
+
+/* A caller waiting on a collective drives progress itself: on few cores a
+ * second thread spinning beside it only adds scheduling delay. */
+static void coll_wait_begin(struct gx_request *req)
+{
+    struct coll_op *op = req->priv;
+    if (op->waiting || __atomic_load_n(&op->finished, __ATOMIC_ACQUIRE))
+        return;
+    struct coll_comm *cc = op->cc;
+    pthread_mutex_lock(&cc->mu);
+    __atomic_store_n(&cc->waiters, cc->waiters + 1, __ATOMIC_RELAXED);
+    op->waiting = true;
+    pthread_mutex_unlock(&cc->mu);
+}
+
+static void coll_wait_end(struct gx_request *req)
+{
+    struct coll_op *op = req->priv;
+    if (!op->waiting)
+        return;
+    struct coll_comm *cc = op->cc;
+    pthread_mutex_lock(&cc->mu);
+    __atomic_store_n(&cc->waiters, cc->waiters - 1, __ATOMIC_RELAXED);
+    op->waiting = false;
+    if (cc->head) /* others still outstanding: the thread takes over */
+        pthread_cond_signal(&cc->cond);
+    pthread_mutex_unlock(&cc->mu);
+}
+
+static void op_free(struct coll_op *op)
+{
+    free(op->steps);
+    free(op->scratch);
+    free(op);
+}
+
+static void coll_req_release(struct gx_request *req)
+{
+    struct coll_op *op = req->priv;
+    struct coll_comm *cc = op->cc;
+    /* A finished op is no longer the engine's (and its comm may be gone). */
+    if (!__atomic_load_n(&op->finished, __ATOMIC_ACQUIRE)) {
+        pthread_mutex_lock(&cc->mu);
+        if (op->active) {
+            /* Freed while in flight (after a timeout): the comm is broken. */
+            char what[160];
+            coll_describe_op(op, what, sizeof(what));
+            coll_op_set_error(op, GX_ETIMEOUT, "%s was freed while still in flight", what);
+            comm_broken(cc, GX_ETIMEOUT, op->errmsg, -1);
+            op_finish(cc, op);
+        }
+        pthread_mutex_unlock(&cc->mu);
+    }
+    op_free(op);
+}
+
+uint64_t coll_next_seq(struct gx_comm *comm, int *status)
+{
+    struct coll_comm *cc = coll_comm_get(comm);
+    if (!cc) {
+        *status = gx_fail(GX_ENOMEM, GX_SUB_COLL, "communicator '%s': out of memory",
+                          comm->name);
+        return 0;
+    }
+    pthread_mutex_lock(&cc->mu);
+    uint64_t s = ++cc->seq;
+    pthread_mutex_unlock(&cc->mu);
+    *status = GX_OK;
+    return s;
+}
+
+/* Build the schedule for op->algo. */
+static int build(struct coll_op *op)
+{
+    switch (op->a.kind) {
+    case COLL_ALLREDUCE:
+        switch (op->algo) {
+        case COLL_ALGO_SHM: return shm_allreduce_build(op);
+        case COLL_ALGO_RD: return rd_allreduce_build(op);
+        case COLL_ALGO_RHD: return rhd_allreduce_build(op);
+        case COLL_ALGO_TREE: return tree_allreduce_build(op);
+        case COLL_ALGO_DBTREE: return dbtree_allreduce_build(op);
+        default: return ring_allreduce_build(op);
+        }
+    case COLL_BROADCAST:
+        if (op->algo == COLL_ALGO_SHM)
+            return shm_bcast_build(op);
+        return op->algo == COLL_ALGO_RING ? chain_bcast_build(op) : tree_bcast_build(op);
+    case COLL_REDUCE:
+        return op->algo == COLL_ALGO_RING ? chain_reduce_build(op) : tree_reduce_build(op);
+    case COLL_ALLGATHER:
+        return op->algo == COLL_ALGO_SHM ? shm_allgather_build(op) : ring_allgather_build(op);
+    case COLL_REDUCE_SCATTER:
+        return op->algo == COLL_ALGO_SHM ? shm_reduce_scatter_build(op)
+                                          : ring_reduce_scatter_build(op);
+    case COLL_GATHER:
+        return linear_gather_build(op);
+    case COLL_SCATTER:
+        return linear_scatter_build(op);
+    case COLL_ALLTOALL:
+        return linear_alltoall_build(op);
+    default:
+        return GX_EINVAL;
+    }
+}
+
+/* Bytes the cost model sees for a call. */
+static size_t model_bytes(const struct coll_args *a)
+{
+    return a->count * a->es;
+}
+
+int coll_issue(struct gx_comm *comm, uint64_t seq, const struct coll_args *a, const char *fn,
+               struct gx_request **req_out)
+{
+    struct coll_comm *cc = comm->coll; /* created by coll_next_seq() */
+    struct coll_op *op = calloc(1, sizeof(*op));
+    if (!op)
+        return gx_fail(GX_ENOMEM, GX_SUB_COLL, "%s: out of memory", fn);
+    op->comm = comm;
+    op->cc = cc;
+    op->a = *a;
+    op->seq = seq;
+    op->desc_recv_step = -1;
+    if (a->op != GX_REDOP_COUNT) {
+        int rc = gx_reduce_lookup(a->dtype, a->op, &op->fn);
+        if (rc == GX_OK)
+            rc = gx_reduce3_lookup(a->dtype, a->op, &op->fn3);
+        if (rc != GX_OK) {
+            free(op);
+            return rc;
+        }
+    }
+    size_t mb = model_bytes(a);
+    pthread_mutex_lock(&cc->mu);
+    if (cc->memo_kind == (int)a->kind && cc->memo_bytes == mb) {
+        op->algo = cc->memo_algo;
+    } else {
+        op->algo = coll_choose(comm, a->kind, mb);
+        cc->memo_kind = (int)a->kind;
+        cc->memo_bytes = mb;
+        cc->memo_algo = op->algo;
+    }
+    pthread_mutex_unlock(&cc->mu);
+    int n = comm->size;
+    if (n > 1) {
+        op->desc_out = (struct coll_desc){
+            .magic = COLL_DESC_MAGIC, .version = COLL_PROTO_VERSION, .coll = (uint8_t)a->kind,
+            .dtype = (uint8_t)a->dtype,
+            .op = a->op == GX_REDOP_COUNT ? 0xff : (uint8_t)a->op, .seq = op->seq,
+            .count = a->count, .root = a->root, .algo = (uint8_t)op->algo,
+        };
+        cs_send(op, (comm->rank + 1) % n, UINT32_MAX, &op->desc_out, sizeof(op->desc_out), -1,
+                -1, -1);
+        op->desc_recv_step = cs_recv(op, (comm->rank + n - 1) % n, UINT32_MAX, &op->desc_in,
+                                     sizeof(op->desc_in), -1, -1, -1);
+    }
+    int rc = build(op);
+    if (rc == GX_OK)
+        rc = op->build_status;
+    if (rc != GX_OK) {
+        enum coll_algo algo = op->algo;
+        op_free(op);
+        return gx_fail(rc, GX_SUB_COLL, "%s: could not build the %s schedule (%s)", fn,
+                       coll_algo_name(algo), gx_strerror(rc));
+    }
+    struct gx_request *req = gx_request_new(comm, coll_kind_name(a->kind), coll_req_step);
+    if (!req) {
+        op_free(op);
+        return gx_fail(GX_ENOMEM, GX_SUB_COLL, "%s: out of memory", fn);
+    }
+    req->seq = op->seq;
+    req->priv = op;
+    req->release = coll_req_release;
+    req->wait_begin = coll_wait_begin;
+    req->wait_end = coll_wait_end;
+    op->req = req;
+    op->deadline = req->deadline;
+    GX_TRACE(GX_SUB_COLL, "%s #%llu: %s, count %zu, %d steps", coll_kind_name(a->kind),
+             (unsigned long long)op->seq, coll_algo_name(op->algo), a->count, op->nsteps);
+
+    pthread_mutex_lock(&cc->mu);
+    /* Bound the collectives in flight so tags stay unique (coll_proto.h). */
+    while (cc->nactive >= COLL_MAX_OUTSTANDING && gx_ms_left(op->deadline) > 0) {
+        progress_locked(cc);
+        pthread_mutex_unlock(&cc->mu);
+        sched_yield();
+        pthread_mutex_lock(&cc->mu);
+    }
+    op->active = true;
+    if (cc->tail)
+        cc->tail->next = op;
+    else
+        cc->head = op;
+    cc->tail = op;
+    cc->nactive++;
+    if (a->will_wait) {
+        /* The caller waits right away and drives the engine: leave the
+         * progress thread asleep (waking it costs two context switches). */
+        op->waiting = true;
+        __atomic_store_n(&cc->waiters, cc->waiters + 1, __ATOMIC_RELAXED);
+    }
+    progress_locked(cc); /* post the first messages now */
+    if (!a->will_wait)
+        pthread_cond_signal(&cc->cond);
+    pthread_mutex_unlock(&cc->mu);
+    *req_out = req;
+    return GX_OK;
+}

@@ -1,0 +1,67 @@
+/*
+ * coll_engine.h - what the step engine's two files share (not installed):
+ * the per-communicator engine state and the step states. coll_engine.c
+ * owns the lifecycle of collectives, the progress thread and the failure
+ * policy; coll_steps.c runs one collective's steps.
+ */
+#ifndef GX_COLL_ENGINE_H
+#define GX_COLL_ENGINE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "collectives/engine/coll.h"
+
+#define STEP_WAITING 0
+#define STEP_POSTED 1
+#define STEP_DONE 2
+#define STEP_WINDOW 1024          /* steps looked at per pass, from the first not done */
+/* Receives posted at once per communicator: each pins a registration and
+ * may queue a CTS in the transport, so keep them bounded. Sends are not
+ * limited (they wait in the transport's queue), so a rank never starves its
+ * peers. */
+#define RECV_BUDGET 32
+#define SCRATCH_POOL 8            /* scratch buffers kept per communicator */
+
+struct coll_comm {
+    struct gx_comm *comm;
+    pthread_mutex_t mu;
+    pthread_cond_t cond;
+    struct coll_op *head, *tail;   /* outstanding collectives in issue order */
+    unsigned nactive;
+    int recvs_posted;              /* receives in the transport (RECV_BUDGET) */
+    uint64_t seq;                  /* collectives issued (incl. rejected calls) */
+    uint64_t next_boot_poll;
+    unsigned progress_calls;       /* the clock is read every BOOT_POLL_EVERY of them */
+    /* The last algorithm choice: a loop of equal calls skips the model. */
+    int memo_kind;
+    size_t memo_bytes;
+    enum coll_algo memo_algo;
+    bool use_thread;
+    int waiters;                   /* callers inside gx_wait: they progress, the thread rests */
+    bool thread_started;
+    bool stop;
+    pthread_t thread;
+    /* Scratch buffers of finished collectives, kept for the next ones: a
+     * fresh large malloc per collective costs a page fault per 4 KiB (the
+     * kernel zeroes every page), which dominated large all-reduces. */
+    pthread_mutex_t pool_mu;
+    void *pool[SCRATCH_POOL];
+    size_t pool_size[SCRATCH_POOL];
+};
+
+/* ---- coll_steps.c ---------------------------------------------------------- */
+
+/** "allreduce #12 on communicator 'world' (rank 1 of 4)". */
+void coll_describe_op(const struct coll_op *op, char *buf, size_t len);
+/** Fail the op (first failure wins; nothing once it finished). */
+void coll_op_set_error(struct coll_op *op, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/** One pass over an op's window of steps; true when anything changed. */
+bool coll_op_pass(struct coll_op *op);
+/** The messages and flags an op still waits for, for a timeout message. */
+void coll_stall_report(const struct coll_op *op, char *buf, size_t len);
+
+#endif

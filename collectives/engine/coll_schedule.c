@@ -1,0 +1,144 @@
+/*
+ * coll_schedule.c - building a collective's schedule: the cs_* calls the
+ * algorithm files use to append send, receive, reduce, copy and average
+ * steps with their dependencies (see coll.h), and scratch space from the
+ * communicator's pool (coll_engine.c). Runs while the op is being issued,
+ * before the engine sees it, so it takes no lock.
+ */
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collectives/engine/coll.h"
+
+/* ---- schedule builder ---------------------------------------------------- */
+
+static int add_step(struct coll_op *op, int kind, int d0, int d1, int d2)
+{
+    if (op->nsteps == op->cap) {
+        int cap = op->cap ? op->cap * 2 : 32;
+        struct coll_step *s = realloc(op->steps, (size_t)cap * sizeof(*s));
+        if (!s) {
+            op->build_status = GX_ENOMEM;
+            return 0; /* step 0 is overwritten harmlessly; build_status fails the op */
+        }
+        op->steps = s;
+        op->cap = cap;
+    }
+    int i = op->nsteps++;
+    struct coll_step *s = &op->steps[i];
+    memset(s, 0, offsetof(struct coll_step, xop));
+    s->kind = (uint8_t)kind;
+    s->dep[0] = d0;
+    s->dep[1] = d1;
+    s->dep[2] = d2;
+    return i;
+}
+
+int cs_send(struct coll_op *op, int peer, uint32_t msg, const void *buf, size_t bytes, int d0,
+            int d1, int d2)
+{
+    int i = add_step(op, CS_SEND, d0, d1, d2);
+    op->steps[i].peer = peer;
+    op->steps[i].msg = msg;
+    op->steps[i].src = buf;
+    op->steps[i].len = bytes;
+    if (msg > COLL_MSG_MAX && msg != UINT32_MAX)
+        op->build_status = GX_EUNSUPPORTED;
+    return i;
+}
+
+int cs_recv(struct coll_op *op, int peer, uint32_t msg, void *buf, size_t bytes, int d0, int d1,
+            int d2)
+{
+    int i = add_step(op, CS_RECV, d0, d1, d2);
+    op->steps[i].peer = peer;
+    op->steps[i].msg = msg;
+    op->steps[i].dst = buf;
+    op->steps[i].len = bytes;
+    if (msg > COLL_MSG_MAX && msg != UINT32_MAX)
+        op->build_status = GX_EUNSUPPORTED;
+    return i;
+}
+
+int cs_reduce(struct coll_op *op, void *inout, const void *in, size_t count, int d0, int d1,
+              int d2)
+{
+    int i = add_step(op, CS_REDUCE, d0, d1, d2);
+    op->steps[i].dst = inout;
+    op->steps[i].src = in;
+    op->steps[i].len = count;
+    return i;
+}
+
+int cs_reduce3(struct coll_op *op, void *out, const void *a, const void *b, size_t count, int d0,
+               int d1, int d2)
+{
+    int i = add_step(op, CS_REDUCE3, d0, d1, d2);
+    op->steps[i].dst = out;
+    op->steps[i].src = a;
+    op->steps[i].src2 = b;
+    op->steps[i].len = count;
+    return i;
+}
+
+int cs_copy(struct coll_op *op, void *dst, const void *src, size_t bytes, int d0, int d1, int d2)
+{
+    int i = add_step(op, CS_COPY, d0, d1, d2);
+    op->steps[i].dst = dst;
+    op->steps[i].src = src;
+    op->steps[i].len = bytes;
+    return i;
+}
+
+int cs_avg(struct coll_op *op, void *buf, size_t count, int d0, int d1, int d2)
+{
+    int i = add_step(op, CS_AVG, d0, d1, d2);
+    op->steps[i].dst = buf;
+    op->steps[i].len = count;
+    return i;
+}
+
+int cs_nop(struct coll_op *op, int d0, int d1, int d2)
+{
+    return add_step(op, CS_NOP, d0, d1, d2);
+}
+
+int cs_flag_set(struct coll_op *op, uint64_t *flag, uint64_t value, int d0, int d1, int d2)
+{
+    int i = add_step(op, CS_FLAG_SET, d0, d1, d2);
+    op->steps[i].dst = flag;
+    op->steps[i].len = value;
+    return i;
+}
+
+int cs_flag_wait(struct coll_op *op, const uint64_t *first, size_t stride, uint64_t value, int d0,
+                 int d1, int d2)
+{
+    int i = add_step(op, CS_FLAG_WAIT, d0, d1, d2);
+    op->steps[i].src = first;
+    op->steps[i].msg = (uint32_t)stride;
+    op->steps[i].len = value;
+    op->steps[i].peer = -1;
+    op->steps[i].xop.status = GX_OK;
+    return i;
+}
+
+int cs_flag_wait_one(struct coll_op *op, const uint64_t *flag, int rank, uint64_t value, int d0,
+                     int d1, int d2)
+{
+    int i = cs_flag_wait(op, flag, 0, value, d0, d1, d2);
+    op->steps[i].peer = rank;
+    return i;
+}
+
+void *cs_scratch(struct coll_op *op, size_t bytes)
+{
+    if (op->scratch)
+        coll_scratch_give(op->cc, op->scratch, op->scratch_size);
+    op->scratch = coll_scratch_take(op->cc, bytes ? bytes : 1, &op->scratch_size);
+    if (!op->scratch)
+        op->build_status = GX_ENOMEM;
+    return op->scratch;
+}
+

@@ -1,0 +1,258 @@
+/*
+ * coll_steps.c - running one collective's steps (coll.h): dependencies,
+ * posting sends and receives to the transport within the receive budget,
+ * reductions, copies, the shared-memory arena's flag steps (with the
+ * liveness check of the ranks they wait for), the mismatch descriptor check,
+ * and the report of what a stalled collective still waits for. Called by
+ * the engine (coll_engine.c) with the communicator's lock held.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "collectives/engine/coll_engine.h"
+#include "collectives/arena/coll_shm.h"
+#include "collectives/comm/comm_internal.h"
+#include "common/log.h"
+
+/* ---- describing calls ------------------------------------------------- */
+
+static void describe_desc(const struct coll_desc *d, char *buf, size_t len)
+{
+    const char *kind = coll_kind_name((enum coll_kind)d->coll);
+    int n = snprintf(buf, len, "%s #%llu (count %llu, %s", kind, (unsigned long long)d->seq,
+                     (unsigned long long)d->count, gx_datatype_name((enum gx_datatype)d->dtype));
+    if (n < 0 || (size_t)n >= len)
+        return;
+    if (d->op != 0xff)
+        n += snprintf(buf + n, len - (size_t)n, ", %s", gx_redop_name((enum gx_redop)d->op));
+    if ((size_t)n < len && d->root >= 0)
+        n += snprintf(buf + n, len - (size_t)n, ", root %d", d->root);
+    if ((size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, ", algorithm %s)",
+                 coll_algo_name((enum coll_algo)d->algo));
+}
+
+void coll_describe_op(const struct coll_op *op, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s #%llu on communicator '%s' (rank %d of %d)",
+             coll_kind_name(op->a.kind), (unsigned long long)op->seq, op->comm->name,
+             op->comm->rank, op->comm->size);
+}
+
+
+void coll_op_set_error(struct coll_op *op, int status, const char *fmt, ...)
+{
+    if (op->finished)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(op->errmsg, sizeof(op->errmsg), fmt, ap);
+    va_end(ap);
+    op->status = status;
+}
+
+/* ---- running steps ------------------------------------------------------ */
+
+static bool deps_done(const struct coll_op *op, const struct coll_step *s)
+{
+    for (int k = 0; k < CS_MAX_DEPS; k++)
+        if (s->dep[k] >= 0 && op->steps[s->dep[k]].state != STEP_DONE)
+            return false;
+    return true;
+}
+
+static void check_desc(struct coll_op *op)
+{
+    const struct coll_desc *m = &op->desc_out, *p = &op->desc_in;
+    int prev = (op->comm->rank + op->comm->size - 1) % op->comm->size;
+    op->desc_checked = true;
+    if (p->magic != COLL_DESC_MAGIC || p->version != COLL_PROTO_VERSION) {
+        coll_op_set_error(op, GX_EPROTO, "%s #%llu: rank %d sent a malformed collective descriptor "
+                     "(magic 0x%x version %u) to rank %d", coll_kind_name(op->a.kind),
+                     (unsigned long long)op->seq, prev, p->magic, p->version, op->comm->rank);
+        return;
+    }
+    if (memcmp(m, p, sizeof(*m)) == 0)
+        return;
+    char mine[200], theirs[200];
+    describe_desc(m, mine, sizeof(mine));
+    describe_desc(p, theirs, sizeof(theirs));
+    coll_op_set_error(op, GX_EMISMATCH, "collective mismatch on communicator '%s': rank %d called "
+                 "%s but rank %d called %s%s", op->comm->name, prev, theirs, op->comm->rank, mine,
+                 p->seq != m->seq ? " (a rank skipped a collective, e.g. one that failed its "
+                 "argument checks there)" : "");
+}
+
+/* A send or receive finished: check it. */
+static void comm_step_finished(struct coll_op *op, int i)
+{
+    struct coll_step *s = &op->steps[i];
+    struct xp_op *x = &s->xop;
+    if (s->kind == CS_RECV) {
+        op->cc->recvs_posted--;
+        op->recvs_posted--;
+    }
+    if (x->status == GX_ETRUNCATE) {
+        snprintf(op->anomaly, sizeof(op->anomaly), "%s #%llu: rank %d and rank %d disagree on "
+                 "a message size (%s): ranks called different collectives or counts",
+                 coll_kind_name(op->a.kind), (unsigned long long)op->seq, op->comm->rank, s->peer,
+                 x->err);
+    } else if (x->status != GX_OK) {
+        if (op->status == GX_OK) {
+            char what[160];
+            coll_describe_op(op, what, sizeof(what));
+            coll_op_set_error(op, x->status, "%s failed: %s", what, x->err);
+        }
+    } else if (s->kind == CS_RECV && x->received != s->len) {
+        snprintf(op->anomaly, sizeof(op->anomaly), "%s #%llu: rank %d sent %zu bytes where rank "
+                 "%d expected %zu: ranks called different collectives or counts",
+                 coll_kind_name(op->a.kind), (unsigned long long)op->seq, s->peer, x->received,
+                 op->comm->rank, s->len);
+    }
+    s->state = STEP_DONE;
+    if (i == op->desc_recv_step && op->status == GX_OK)
+        check_desc(op);
+}
+
+static uint32_t step_tag(const struct coll_op *op, const struct coll_step *s)
+{
+    return s->msg == UINT32_MAX ? COLL_DESC_TAG : COLL_TAG(op->seq, s->msg);
+}
+
+/* A shared-memory flag wait: done once every rank's counter has reached the
+ * value. While it has not, now and then check that the ranks it waits for
+ * still live (a dead process raises no flag and closes no connection the
+ * engine watches here). */
+static void run_flag_wait(struct coll_op *op, struct coll_step *s)
+{
+    const struct coll_shm_arena *ar = op->comm->shm;
+    bool one = s->msg == 0; /* cs_flag_wait_one: rank s->peer only */
+    for (int j = one ? s->peer : 0; j < (one ? s->peer + 1 : ar->nranks); j++) {
+        const uint64_t *f = (const uint64_t *)((const char *)s->src + (size_t)j * s->msg);
+        if (__atomic_load_n(f, __ATOMIC_ACQUIRE) >= s->len)
+            continue;
+        s->peer = j;
+        if ((++op->flag_polls & 4095) == 0 && shm_peer_gone(ar, j)) {
+            char what[160];
+            coll_describe_op(op, what, sizeof(what));
+            s->xop.status = GX_EPEER;
+            s->state = STEP_DONE;
+            coll_op_set_error(op, GX_EPEER, "%s failed: rank %d (pid %d) exited while rank %d waited "
+                         "for it in the shared-memory arena", what, j, (int)ar->ctl[j].pid,
+                         op->comm->rank);
+        }
+        return; /* stays waiting */
+    }
+    s->state = STEP_DONE;
+}
+
+static void run_step(struct coll_op *op, struct coll_step *s)
+{
+    struct gx_xport *x = op->comm->xport;
+    int rc = GX_OK;
+    switch (s->kind) {
+    case CS_SEND:
+        rc = gx_xport_send(x, &s->xop, s->peer, step_tag(op, s), s->src, s->len);
+        break;
+    case CS_RECV:
+        /* The oldest collective may always post: otherwise later ones can
+         * hold the whole budget while the oldest waits for a receive its
+         * peers' sends depend on, and every rank stalls (seen under TSan). */
+        if (op->cc->recvs_posted >= RECV_BUDGET && op != op->cc->head)
+            return; /* stays waiting */
+        rc = gx_xport_recv(x, &s->xop, s->peer, step_tag(op, s), s->dst, s->len);
+        if (rc == GX_OK) {
+            op->cc->recvs_posted++;
+            op->recvs_posted++;
+        }
+        break;
+    case CS_REDUCE:
+        op->fn(s->dst, s->src, s->len);
+        break;
+    case CS_REDUCE3:
+        if (s->dst == s->src) /* in-place forms: the two-operand kernel */
+            op->fn(s->dst, s->src2, s->len);
+        else if (s->dst == s->src2)
+            op->fn(s->dst, s->src, s->len);
+        else
+            op->fn3(s->dst, s->src, s->src2, s->len);
+        break;
+    case CS_COPY:
+        if (s->len && s->dst != s->src)
+            memcpy(s->dst, s->src, s->len);
+        break;
+    case CS_AVG:
+        rc = gx_reduce_finish_avg(s->dst, op->a.dtype, s->len, op->comm->size);
+        break;
+    case CS_FLAG_SET:
+        __atomic_store_n((uint64_t *)s->dst, (uint64_t)s->len, __ATOMIC_RELEASE);
+        break;
+    case CS_FLAG_WAIT:
+        run_flag_wait(op, s);
+        return;
+    default:
+        break;
+    }
+    if (rc != GX_OK) {
+        char what[160];
+        coll_describe_op(op, what, sizeof(what));
+        coll_op_set_error(op, rc, "%s failed posting to rank %d: %s", what, s->peer, gx_last_error());
+        return;
+    }
+    s->state = (s->kind == CS_SEND || s->kind == CS_RECV) ? STEP_POSTED : STEP_DONE;
+}
+
+/* One pass over an op's window. Returns true when anything changed. */
+bool coll_op_pass(struct coll_op *op)
+{
+    bool changed = false;
+    bool only_desc = op->anomaly[0] != 0;
+    int end = op->first + STEP_WINDOW < op->nsteps ? op->first + STEP_WINDOW : op->nsteps;
+    for (int i = op->first; i < end && op->status == GX_OK; i++) {
+        struct coll_step *s = &op->steps[i];
+        if (s->state == STEP_DONE)
+            continue;
+        if (only_desc && i != op->desc_recv_step)
+            continue;
+        if (s->state == STEP_WAITING) {
+            if (!deps_done(op, s))
+                continue;
+            run_step(op, s);
+            if (s->state == STEP_WAITING && op->status == GX_OK)
+                continue; /* out of receive budget */
+            changed = true;
+        }
+        if (s->state == STEP_POSTED && __atomic_load_n(&s->xop.done, __ATOMIC_ACQUIRE)) {
+            comm_step_finished(op, i);
+            changed = true;
+            if (op->anomaly[0])
+                only_desc = true;
+        }
+    }
+    while (op->first < op->nsteps && op->steps[op->first].state == STEP_DONE)
+        op->first++;
+    return changed;
+}
+
+void coll_stall_report(const struct coll_op *op, char *buf, size_t len)
+{
+    size_t n = 0;
+    int shown = 0;
+    buf[0] = 0;
+    for (int i = op->first; i < op->nsteps && shown < 6; i++) {
+        const struct coll_step *s = &op->steps[i];
+        bool flag_wait = s->kind == CS_FLAG_WAIT && s->state == STEP_WAITING && s->peer >= 0;
+        if (!flag_wait && (s->state != STEP_POSTED || s->xop.done))
+            continue;
+        int w = snprintf(buf + n, len - n, "%s%s rank %d", shown ? ", " : "",
+                         flag_wait ? "shared-memory flag of"
+                         : s->kind == CS_RECV ? "receive from" : "send to", s->peer);
+        if (w < 0 || (size_t)w >= len - n)
+            break;
+        n += (size_t)w;
+        shown++;
+    }
+    if (!shown)
+        snprintf(buf, len, "no message outstanding");
+}

@@ -1,0 +1,412 @@
+/*
+ * coll_tune.c - choosing an algorithm: GX_ALGO, the cost model, the chunk
+ * size, and the table `gx-info --tuning` prints.
+ *
+ * Cost model (Hockney): a message of m bytes costs alpha + m * beta; reducing
+ * m bytes costs m * gamma. alpha and beta come from the link class the
+ * algorithm's messages cross: shm when all ranks share a node, else the
+ * network provider (tcp) - the slowest link bounds a ring or a tree. The
+ * defaults below were measured on the development machine (2 cores, shm
+ * rings and loopback tcp); a pipelined algorithm with k chunks over h hops
+ * costs (h + k - 1) chunk times. Every rank evaluates the same model from
+ * the same facts (rank count, node count, size, GX_ALGO), so all ranks pick
+ * the same algorithm; the choice travels in the mismatch descriptor, so a
+ * rank with a different GX_ALGO fails with GX_EMISMATCH instead of hanging.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <unistd.h>
+#include <string.h>
+#include <strings.h>
+
+#include "collectives/engine/coll.h"
+#include "collectives/algorithms/coll_dbtree.h"
+#include "collectives/comm/comm_internal.h"
+#include "common/log.h"
+#include "common/param.h"
+
+GX_PARAM_DEFINE(gx_param_algo, "GX_ALGO", GX_PARAM_STRING, "auto", NULL,
+                "Force collective algorithms: one of ring|tree|dbtree|rhd|rd|linear|shm|auto "
+                "for every collective it applies to, or per collective, e.g. "
+                "\"allreduce:ring,broadcast:tree\". Must be the same on every rank. "
+                "gx-info --tuning -n N shows the automatic choice.");
+GX_PARAM_DEFINE(gx_param_coll_chunk, "GX_COLL_CHUNK", GX_PARAM_SIZE, "256K", NULL,
+                "Pipelining chunk of the ring, chain and tree collectives (at most 64 chunks "
+                "per block).");
+
+struct link_cost {
+    const char *name;
+    double alpha;  /* seconds per message */
+    double beta;   /* seconds per byte */
+};
+
+/* Measured with gx-bw / the collectives tests on the development machine. */
+static const struct link_cost link_shm = { "shm", 4e-6, 1.0 / 3.0e9 };
+static const struct link_cost link_tcp = { "tcp", 40e-6, 1.0 / 1.2e9 };
+static const double gamma_reduce = 1.0 / 4.0e9; /* seconds per byte reduced */
+/* The shared-memory arena (coll_shm.c): a flag handoff between ranks (when
+ * there are more ranks than CPUs, a handoff waits for the scheduler), and
+ * memcpy into and out of the arena (cache-resident slots). Measured with
+ * gx-perf on the development machine, 2 and 4 ranks on 2 CPUs. */
+static const double shm_handoff = 1.5e-6;
+/* With more ranks than CPUs: a small round waits for every rank to be
+ * scheduled in turn; in large rounds the waits overlap others' copying. */
+static const double shm_handoff_oversubscribed_small = 30e-6;
+static const double shm_handoff_oversubscribed_large = 8e-6;
+static const double shm_copy_beta = 1.0 / 8.0e9;
+#define SHM_ROUND_BYTES (256u << 10) /* GX_COLL_SHM_SLOT's default */
+#define SHM_SMALL_ROUND (16u << 10)  /* coll_shm.c's SHM_SMALL_BYTES */
+
+/* Read once (sysconf reads /sys); communicators in several threads may race
+ * to fill it in, with the same value. */
+static long online_cpus(void)
+{
+    static long cached_cpus;
+    long cpus = __atomic_load_n(&cached_cpus, __ATOMIC_RELAXED);
+    if (!cpus) {
+        cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        __atomic_store_n(&cached_cpus, cpus, __ATOMIC_RELAXED);
+    }
+    return cpus;
+}
+
+/* Broadcast, all-gather, reduce-scatter in the arena (coll_shm_collectives.c)
+ * for S bytes per block: one handoff per round of `per_slot` blocks, `copies`
+ * block copies and `reductions` block reductions per rank. */
+static double shm_moves_time(double S, int n, int per_slot, double copies, double reductions)
+{
+    long cpus = online_cpus();
+    double per_round = (double)SHM_ROUND_BYTES / per_slot;
+    double rounds = S > per_round ? ceil(S / per_round) : 1;
+    double handoff = n > cpus ? (S / rounds <= SHM_SMALL_ROUND ? shm_handoff_oversubscribed_small
+                                                              : shm_handoff_oversubscribed_large)
+                              : shm_handoff;
+    return rounds * handoff + copies * S * shm_copy_beta + reductions * S * gamma_reduce;
+}
+
+static double shm_allreduce_time(double S, int n)
+{
+    long cpus = online_cpus();
+    double rounds = S > SHM_ROUND_BYTES ? ceil(S / SHM_ROUND_BYTES) : 1, piece = S / rounds;
+    bool over = n > cpus;
+    if (piece <= SHM_SMALL_ROUND) /* stage all; every rank reduces everything */
+        return rounds * (over ? shm_handoff_oversubscribed_small : shm_handoff) +
+               S * shm_copy_beta + S * (n - 1) * gamma_reduce;
+    double handoff = over ? shm_handoff_oversubscribed_large : shm_handoff;
+    /* stage (n-1)/n, copy back 1/n, copy out (n-1)/n; reduce one block */
+    return rounds * 2 * handoff + S * shm_copy_beta * (2.0 * n - 1) / n +
+           S * (n - 1) / n * gamma_reduce;
+}
+
+#define MAX_CHUNKS 64
+
+#define MAX_APPLICABLE 7
+static const enum coll_algo applicable[COLL_KIND_COUNT][MAX_APPLICABLE] = {
+    [COLL_ALLREDUCE] = { COLL_ALGO_RING, COLL_ALGO_RD, COLL_ALGO_RHD, COLL_ALGO_TREE,
+                         COLL_ALGO_DBTREE, COLL_ALGO_SHM, 0 },
+    [COLL_BROADCAST] = { COLL_ALGO_TREE, COLL_ALGO_RING, COLL_ALGO_SHM, 0 },
+    [COLL_REDUCE] = { COLL_ALGO_TREE, COLL_ALGO_RING, 0 },
+    [COLL_ALLGATHER] = { COLL_ALGO_RING, COLL_ALGO_SHM, 0 },
+    [COLL_REDUCE_SCATTER] = { COLL_ALGO_RING, COLL_ALGO_SHM, 0 },
+    [COLL_GATHER] = { COLL_ALGO_LINEAR, 0 },
+    [COLL_SCATTER] = { COLL_ALGO_LINEAR, 0 },
+    [COLL_ALLTOALL] = { COLL_ALGO_LINEAR, 0 },
+};
+
+static bool applies(enum coll_kind k, enum coll_algo a)
+{
+    for (int i = 0; i < MAX_APPLICABLE && applicable[k][i]; i++)
+        if (applicable[k][i] == a)
+            return true;
+    return false;
+}
+
+/* ---- GX_ALGO ---------------------------------------------------------------- */
+
+static enum coll_algo forced[COLL_KIND_COUNT];
+static pthread_once_t forced_once = PTHREAD_ONCE_INIT;
+
+static int algo_by_name(const char *s, size_t len)
+{
+    for (int a = 0; a < COLL_ALGO_COUNT; a++)
+        if (strlen(coll_algo_name((enum coll_algo)a)) == len &&
+            strncasecmp(s, coll_algo_name((enum coll_algo)a), len) == 0)
+            return a;
+    return -1;
+}
+
+static int kind_by_name(const char *s, size_t len)
+{
+    for (int k = 0; k < COLL_KIND_COUNT; k++)
+        if (strlen(coll_kind_name((enum coll_kind)k)) == len &&
+            strncasecmp(s, coll_kind_name((enum coll_kind)k), len) == 0)
+            return k;
+    return -1;
+}
+
+static void parse_forced(void)
+{
+    const char *text = gx_param_text(&gx_param_algo);
+    for (const char *p = text; *p;) {
+        size_t len = strcspn(p, ",");
+        const char *colon = memchr(p, ':', len);
+        int kind = -1, algo;
+        if (colon) {
+            kind = kind_by_name(p, (size_t)(colon - p));
+            algo = algo_by_name(colon + 1, len - (size_t)(colon - p) - 1);
+        } else {
+            algo = algo_by_name(p, len);
+        }
+        if (algo < 0 || (colon && kind < 0)) {
+            GX_WARN(GX_SUB_COLL, "GX_ALGO: ignoring '%.*s' (expected ALGO or COLLECTIVE:ALGO "
+                    "with ALGO one of auto|ring|tree|dbtree|rhd|rd|linear|shm)", (int)len, p);
+        } else {
+            for (int k = 0; k < COLL_KIND_COUNT; k++) {
+                if (kind >= 0 && k != kind)
+                    continue;
+                if (algo == COLL_ALGO_AUTO || applies((enum coll_kind)k, (enum coll_algo)algo))
+                    forced[k] = (enum coll_algo)algo;
+                else if (kind >= 0)
+                    GX_WARN(GX_SUB_COLL, "GX_ALGO: %s has no %s algorithm; using auto",
+                            coll_kind_name((enum coll_kind)k),
+                            coll_algo_name((enum coll_algo)algo));
+            }
+        }
+        p += len;
+        if (*p == ',')
+            p++;
+    }
+}
+
+/* ---- model ------------------------------------------------------------------ */
+
+static size_t chunk_bytes = 256 << 10;
+
+static void read_chunk_param(void)
+{
+    (void)gx_param_size(&gx_param_coll_chunk, &chunk_bytes);
+    if (chunk_bytes < 4096)
+        chunk_bytes = 4096;
+}
+
+int coll_chunks(size_t bytes)
+{
+    /* Read once: the environment lookup showed up in small collectives. */
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, read_chunk_param);
+    size_t chunk = chunk_bytes;
+    size_t k = (bytes + chunk - 1) / chunk;
+    return k < 1 ? 1 : k > MAX_CHUNKS ? MAX_CHUNKS : (int)k;
+}
+
+static double log2i(int n)
+{
+    int l = 0;
+    while ((1 << l) < n)
+        l++;
+    return l;
+}
+
+/* Pipelined: `hops` sequential transfers of `bytes` cut into chunks, each
+ * chunk also reduced `red` times per hop. */
+static double pipelined(const struct link_cost *l, double hops, size_t bytes, double red)
+{
+    double k = coll_chunks(bytes);
+    double chunk = (double)bytes / k;
+    return (hops + k - 1) * (l->alpha + chunk * (l->beta + red * gamma_reduce));
+}
+
+/* `net`: the link between nodes (probed, or the tcp defaults). */
+static double predict(enum coll_kind kind, enum coll_algo algo, size_t bytes, int n, int nodes,
+                      const struct link_cost *net)
+{
+    if (!applies(kind, algo))
+        return -1;
+    if (n <= 1)
+        return 0;
+    const struct link_cost *l = nodes > 1 ? net : &link_shm;
+    double S = (double)bytes, a = l->alpha, b = l->beta, g = gamma_reduce;
+    int p = coll_pof2(n);
+    double L = log2i(p), fold = p != n ? 1 : 0, lg = log2i(n);
+    switch (kind) {
+    case COLL_ALLREDUCE:
+        switch (algo) {
+        case COLL_ALGO_RING: {
+            /* 2(n-1) rounds of one block each; chunking overlaps each
+             * round's reduction with the next chunk's transfer, so only
+             * about one round's worth of reduction stays exposed. */
+            double blk = S / n, k = coll_chunks((size_t)blk);
+            return 2 * (n - 1) * (k * a + blk * b) + blk * g * (1 + (n - 2) / k);
+        }
+        case COLL_ALGO_RD:
+            return (L + 2 * fold) * (a + S * b) + (L + fold) * S * g;
+        case COLL_ALGO_RHD:
+            return 2 * L * a + 2 * (p - 1) / (double)p * S * b + (p - 1) / (double)p * S * g +
+                   fold * (2 * (a + S * b) + S * g);
+        case COLL_ALGO_TREE:
+            /* reduce then broadcast; a node sends/receives once per child */
+            return 2 * pipelined(l, lg, bytes, 0.5) + (lg - 1) * S * (b + g);
+        case COLL_ALGO_DBTREE: {
+            /* Two trees of depth D, half the vector each in k chunks of c
+             * bytes. Per chunk a rank sends 4 messages (where it has
+             * children: 1 up, 2 down; where it is a leaf: 1), so a stage
+             * (a hop of one tree) costs 2 (a + c b). The first chunk crosses
+             * 2D stages (D up, D down), the others follow one per 2 stages.
+             * As for the ring, reductions overlap the next chunk's transfer
+             * but those of the first chunk (2 per level up). */
+            double D = dbtree_depth(n), k = coll_chunks(bytes / 2), c = S / 2 / k;
+            return (2 * D + 2 * (k - 1)) * 2 * (a + c * b) + 2 * D * c * g;
+        }
+        case COLL_ALGO_SHM: /* only inside one node */
+            return nodes > 1 ? -1 : shm_allreduce_time(S, n);
+        default:
+            return -1;
+        }
+    case COLL_BROADCAST:
+        if (algo == COLL_ALGO_SHM)
+            return nodes > 1 ? -1 : shm_moves_time(S, n, 1, 2, 0);
+        if (algo == COLL_ALGO_RING)
+            return pipelined(l, n - 1, bytes, 0);
+        return pipelined(l, lg, bytes, 0) + (lg - 1) * S * b;
+    case COLL_REDUCE:
+        if (algo == COLL_ALGO_RING)
+            return pipelined(l, n - 1, bytes, 1);
+        return pipelined(l, lg, bytes, 1) + (lg - 1) * S * (b + g);
+    case COLL_ALLGATHER:
+        if (algo == COLL_ALGO_SHM)
+            return nodes > 1 ? -1 : shm_moves_time(S, n, 1, n, 0);
+        return (n - 1) * (a + S * b);
+    case COLL_REDUCE_SCATTER:
+        if (algo == COLL_ALGO_SHM)
+            return nodes > 1 ? -1 : shm_moves_time(S, n, n, n - 1, n - 1);
+        return (n - 1) * (a + S * (b + g));
+    case COLL_GATHER:
+    case COLL_SCATTER:
+    case COLL_ALLTOALL:
+        return a + (n - 1) * S * b;
+    default:
+        return -1;
+    }
+}
+
+/* `arena`: the communicator has a shared-memory arena (coll_shm.h); the
+ * same on every rank. Forcing shm where there is none falls back to auto. */
+double coll_predict(enum coll_kind kind, enum coll_algo algo, size_t bytes, int n, int nodes)
+{
+    return predict(kind, algo, bytes, n, nodes, &link_tcp);
+}
+
+static enum coll_algo choose(enum coll_kind kind, size_t bytes, int n, int nodes, bool arena,
+                             const struct link_cost *net, bool *forced_out)
+{
+    pthread_once(&forced_once, parse_forced);
+    *forced_out = forced[kind] != COLL_ALGO_AUTO && (forced[kind] != COLL_ALGO_SHM || arena);
+    if (*forced_out)
+        return forced[kind];
+    enum coll_algo best = applicable[kind][0];
+    double best_t = predict(kind, best, bytes, n, nodes, net);
+    for (int i = 1; i < MAX_APPLICABLE && applicable[kind][i]; i++) {
+        if (applicable[kind][i] == COLL_ALGO_SHM && !arena)
+            continue;
+        double t = predict(kind, applicable[kind][i], bytes, n, nodes, net);
+        if (t >= 0 && t < best_t) {
+            best_t = t;
+            best = applicable[kind][i];
+        }
+    }
+    return best;
+}
+
+enum coll_algo coll_choose(const struct gx_comm *comm, enum coll_kind kind, size_t bytes)
+{
+    bool f;
+    struct link_cost probed = { "probed", comm->net_alpha, comm->net_beta };
+    const struct link_cost *net = comm->net_alpha > 0 ? &probed : &link_tcp;
+    return choose(kind, bytes, comm->size, comm->node_count, comm->shm != NULL, net, &f);
+}
+
+/* ---- gx-info --tuning ------------------------------------------------------ */
+
+static void fmt_time(char *buf, size_t len, double s)
+{
+    if (s < 0)
+        snprintf(buf, len, "-");
+    else if (s < 1e-3)
+        snprintf(buf, len, "%.1fus", s * 1e6);
+    else if (s < 1)
+        snprintf(buf, len, "%.2fms", s * 1e3);
+    else
+        snprintf(buf, len, "%.2fs", s);
+}
+
+static void fmt_size(char *buf, size_t len, size_t b)
+{
+    if (b >= (1u << 30))
+        snprintf(buf, len, "%zuG", b >> 30);
+    else if (b >= (1u << 20))
+        snprintf(buf, len, "%zuM", b >> 20);
+    else if (b >= 1024)
+        snprintf(buf, len, "%zuK", b >> 10);
+    else
+        snprintf(buf, len, "%zu", b);
+}
+
+int gx_coll_tuning_print(FILE *f, int nranks, int nnodes)
+{
+    if (nranks < 1 || nnodes < 1 || nnodes > nranks)
+        return gx_fail(GX_EINVAL, GX_SUB_COLL, "tuning: need 1 <= nodes (%d) <= ranks (%d)",
+                       nnodes, nranks);
+    const struct link_cost *l = nnodes > 1 ? &link_tcp : &link_shm;
+    fprintf(f, "collective algorithms for %d rank(s) on %d node(s)\n", nranks, nnodes);
+    fprintf(f, "cost model: link %s alpha %.1f us, %.2f GB/s; reduction %.2f GB/s; "
+            "pipelining chunk GX_COLL_CHUNK=%s\n", l->name, l->alpha * 1e6, 1e-9 / l->beta,
+            1e-9 / gamma_reduce, gx_param_text(&gx_param_coll_chunk));
+    if (nnodes > 1)
+        fprintf(f, "(a communicator across nodes replaces the tcp figures with its own link's, "
+                "probed at set-up: GX_COLL_PROBE; GX_DEBUG=info shows them)\n");
+    fprintf(f, "GX_ALGO=%s\n\n", gx_param_text(&gx_param_algo));
+    fprintf(f, "all_reduce (predicted time per algorithm; * = chosen)\n");
+    /* One node: assume the shared-memory arena (GX_COLL_SHM=auto, shm links). */
+    bool arena = nnodes == 1 && nranks > 1;
+    fprintf(f, "%10s %11s %11s %11s %11s %11s %11s   %s\n", "bytes", "ring", "rd", "rhd",
+            "tree", "dbtree", "shm", "choice");
+    static const enum coll_algo ar[6] = { COLL_ALGO_RING, COLL_ALGO_RD, COLL_ALGO_RHD,
+                                          COLL_ALGO_TREE, COLL_ALGO_DBTREE, COLL_ALGO_SHM };
+    for (size_t b = 4; b <= ((size_t)1 << 30); b *= 4) {
+        bool forced_flag;
+        enum coll_algo c = choose(COLL_ALLREDUCE, b, nranks, nnodes, arena, &link_tcp,
+                                  &forced_flag);
+        char sz[16];
+        fmt_size(sz, sizeof(sz), b);
+        fprintf(f, "%10s", sz);
+        for (int i = 0; i < 6; i++) {
+            char t[24], cell[32];
+            fmt_time(t, sizeof(t), coll_predict(COLL_ALLREDUCE, ar[i], b, nranks, nnodes));
+            snprintf(cell, sizeof(cell), "%s%s", t, c == ar[i] ? "*" : "");
+            fprintf(f, " %11s", cell);
+        }
+        fprintf(f, "   %s%s\n", coll_algo_name(c), forced_flag ? " (GX_ALGO)" : "");
+    }
+    fprintf(f, "\nother collectives (chosen algorithm and predicted time; bytes per rank's "
+            "block for allgather, reduce_scatter, gather, scatter, alltoall)\n");
+    fprintf(f, "%10s", "bytes");
+    for (int k = 1; k < COLL_KIND_COUNT; k++)
+        fprintf(f, " %18s", coll_kind_name((enum coll_kind)k));
+    fprintf(f, "\n");
+    for (size_t b = 4; b <= ((size_t)1 << 30); b *= 16) {
+        char sz[16];
+        fmt_size(sz, sizeof(sz), b);
+        fprintf(f, "%10s", sz);
+        for (int k = 1; k < COLL_KIND_COUNT; k++) {
+            bool forced_flag;
+            enum coll_algo c = choose((enum coll_kind)k, b, nranks, nnodes, arena, &link_tcp,
+                                      &forced_flag);
+            char t[24], cell[40];
+            fmt_time(t, sizeof(t), coll_predict((enum coll_kind)k, c, b, nranks, nnodes));
+            snprintf(cell, sizeof(cell), "%s %s", coll_algo_name(c), t);
+            fprintf(f, " %18s", cell);
+        }
+        fprintf(f, "\n");
+    }
+    return GX_OK;
+}

@@ -1,0 +1,127 @@
+/* p2p.c - the public point-to-point API over the communicator's transport. */
+#include <limits.h>
+#include <stdint.h>
+
+#include "collectives/comm/request.h"
+#include "common/log.h"
+
+static int check_p2p(struct gx_comm *comm, const void *buf, size_t count,
+                     enum gx_datatype dtype, int peer, int tag, const char *fn, size_t *bytes)
+{
+    if (!comm)
+        return gx_fail(GX_EINVAL, GX_SUB_COLL, "%s: comm is NULL", fn);
+    size_t es = gx_datatype_size(dtype);
+    if (es == 0)
+        return gx_fail(GX_EINVAL, GX_SUB_COLL, "%s: dtype %d is not a gx_datatype", fn, (int)dtype);
+    if (count > SIZE_MAX / es)
+        return gx_fail(GX_EINVAL, GX_SUB_COLL, "%s: count %zu of %s overflows size_t bytes", fn,
+                       count, gx_datatype_name(dtype));
+    if (!buf && count)
+        return gx_fail(GX_EINVAL, GX_SUB_COLL, "%s: buf is NULL with count %zu", fn, count);
+    if (peer < 0 || peer >= comm->size)
+        return gx_fail(GX_EINVAL, GX_SUB_COLL, "%s: peer %d is out of range for a communicator "
+                       "of %d ranks", fn, peer, comm->size);
+    if (tag < 0)
+        return gx_fail(GX_EINVAL, GX_SUB_COLL, "%s: tag %d is negative (tags are 0..%d)", fn, tag,
+                       INT_MAX);
+    *bytes = count * es;
+    return gx_comm_check_usable(comm, fn);
+}
+
+static int p2p_step(struct gx_request *req)
+{
+    struct xp_op *op = &req->u.p2p.op;
+    int rc = gx_xport_progress(req->comm->xport);
+    if (rc != GX_OK)
+        return rc;
+    if (!__atomic_load_n(&op->done, __ATOMIC_ACQUIRE))
+        return GX_INPROGRESS;
+    if (op->status != GX_OK)
+        gx_set_last_error(op->err);
+    return op->status;
+}
+
+static int p2p_start(struct gx_comm *comm, void *buf, size_t count, enum gx_datatype dtype,
+                     int peer, int tag, bool send, struct gx_request **out)
+{
+    const char *fn = send ? "gx_isend" : "gx_irecv";
+    size_t bytes = 0;
+    int rc = check_p2p(comm, buf, count, dtype, peer, tag, fn, &bytes);
+    if (rc != GX_OK)
+        return rc;
+    struct gx_request *req = gx_request_new(comm, send ? "send" : "receive", p2p_step);
+    if (!req)
+        return gx_fail(GX_ENOMEM, GX_SUB_COLL, "%s: out of memory", fn);
+    req->u.p2p.elem_size = gx_datatype_size(dtype);
+    rc = send ? gx_xport_send(comm->xport, &req->u.p2p.op, peer, (uint32_t)tag, buf, bytes)
+              : gx_xport_recv(comm->xport, &req->u.p2p.op, peer, (uint32_t)tag, buf, bytes);
+    if (rc != GX_OK) {
+        gx_request_free(req);
+        return gx_comm_note_failure(comm, rc);
+    }
+    *out = req;
+    return GX_OK;
+}
+
+GX_API int gx_isend(struct gx_comm *comm, const void *buf, size_t count, enum gx_datatype dtype,
+                    int peer, int tag, struct gx_request **req)
+{
+    gx_clear_last_error();
+    if (!req)
+        return gx_fail(GX_EINVAL, GX_SUB_COLL, "gx_isend: req is NULL");
+    return p2p_start(comm, (void *)buf, count, dtype, peer, tag, true, req);
+}
+
+GX_API int gx_irecv(struct gx_comm *comm, void *buf, size_t count, enum gx_datatype dtype,
+                    int peer, int tag, struct gx_request **req)
+{
+    gx_clear_last_error();
+    if (!req)
+        return gx_fail(GX_EINVAL, GX_SUB_COLL, "gx_irecv: req is NULL");
+    return p2p_start(comm, buf, count, dtype, peer, tag, false, req);
+}
+
+static int complete(struct gx_request *req, size_t *count_out)
+{
+    int rc = gx_wait(req, -1);
+    if (rc == GX_OK && count_out)
+        *count_out = req->u.p2p.op.received / req->u.p2p.elem_size;
+    if (rc == GX_ETIMEOUT) {
+        /* The operation still references the caller's buffer: stop the
+         * communicator rather than leave a hidden write behind. */
+        gx_comm_abort(req->comm);
+    }
+    gx_request_free(req);
+    return rc;
+}
+
+GX_API int gx_send(struct gx_comm *comm, const void *buf, size_t count, enum gx_datatype dtype,
+                   int peer, int tag)
+{
+    gx_clear_last_error();
+    struct gx_request *req = NULL;
+    int rc = p2p_start(comm, (void *)buf, count, dtype, peer, tag, true, &req);
+    return rc == GX_OK ? complete(req, NULL) : rc;
+}
+
+GX_API int gx_recv(struct gx_comm *comm, void *buf, size_t count, enum gx_datatype dtype,
+                   int peer, int tag, size_t *count_out)
+{
+    gx_clear_last_error();
+    struct gx_request *req = NULL;
+    int rc = p2p_start(comm, buf, count, dtype, peer, tag, false, &req);
+    return rc == GX_OK ? complete(req, count_out) : rc;
+}
+
+GX_API int gx_request_count(const struct gx_request *req, size_t *count_out)
+{
+    if (!req || !count_out)
+        return gx_fail(GX_EINVAL, GX_SUB_COLL, "gx_request_count: %s is NULL",
+                       req ? "count_out" : "req");
+    if (!req->done)
+        return gx_fail(GX_ESTATE, GX_SUB_COLL, "gx_request_count: the request has not completed");
+    if (req->step != p2p_step || req->u.p2p.op.kind != XP_OP_RECV)
+        return gx_fail(GX_EINVAL, GX_SUB_COLL, "gx_request_count: not a receive request");
+    *count_out = req->u.p2p.op.received / req->u.p2p.elem_size;
+    return GX_OK;
+}

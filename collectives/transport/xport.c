@@ -1,0 +1,315 @@
+/*
+ * xport.c - opening and closing a communicator's transport, progress and
+ * waiting. The protocol itself is in xport_p2p.c.
+ *
+ * Provider choice is made from facts every rank shares (the node layout and
+ * GX_PROVIDER), so every rank opens the same meshes in the same order: shm
+ * for peers on the same node when any node has two ranks, the network
+ * provider (tcp) for peers on other nodes when there are several nodes.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collectives/comm/comm_internal.h"
+#include "collectives/transport/xport_internal.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/param.h"
+
+GX_PARAM_DEFINE(gx_param_provider, "GX_PROVIDER", GX_PARAM_STRING, "", NULL,
+                "Force one fabric provider for every peer (shm, tcp, verbs, dpdk). Unset: shm "
+                "inside a node, the network provider (GX_NET) between nodes.");
+GX_PARAM_DEFINE(gx_param_net, "GX_NET", GX_PARAM_STRING, "auto", NULL,
+                "Provider for peers on other nodes when GX_PROVIDER is unset: auto (verbs when "
+                "every rank has an active RDMA port, else tcp), or a provider name.");
+GX_PARAM_DEFINE(gx_param_eager_limit, "GX_EAGER_LIMIT", GX_PARAM_SIZE, "16K", NULL,
+                "Largest message sent eagerly (copied through bounce slots); larger ones use "
+                "rendezvous and are written straight into the receive buffer.");
+
+static int xp_allgather(void *ctx, const void *mine, void *all, size_t len)
+{
+    return gx_comm_boot_allgather(ctx, mine, all, len);
+}
+
+/* The verbs device to open: the topology's NIC when verbs lists it. */
+static const char *verbs_device_for(const struct gx_comm *c, char *buf, size_t len)
+{
+    const struct gx_fab_provider *prov = gx_fab_provider_find("verbs");
+    struct gx_fab_devinfo devs[32];
+    int n = 0;
+    if (!prov || !c->nic_name[0] || gx_fab_probe(prov, devs, 32, &n) != GX_OK)
+        return NULL;
+    size_t nl = strlen(c->nic_name);
+    for (int i = 0; i < n && i < 32; i++) {
+        if (strncmp(devs[i].name, c->nic_name, nl) == 0 &&
+            (devs[i].name[nl] == '\0' || devs[i].name[nl] == ':')) {
+            snprintf(buf, len, "%s:%d", c->nic_name, c->nic_port > 0 ? c->nic_port : 1);
+            return buf;
+        }
+    }
+    return NULL;
+}
+
+/* GX_NET=auto: verbs when every rank has an active RDMA port, else tcp. The
+ * answer must be the same everywhere, so the ranks vote. */
+static int pick_net_provider(struct gx_xport *x, const char **out)
+{
+    const char *net = gx_param_text(&gx_param_net);
+    if (strcmp(net, "auto") != 0) {
+        *out = net;
+        return GX_OK;
+    }
+    const struct gx_fab_provider *verbs = gx_fab_provider_find("verbs");
+    struct gx_fab_devinfo devs[4];
+    int n = 0;
+    uint8_t mine = verbs && gx_fab_probe(verbs, devs, 4, &n) == GX_OK && n > 0;
+    uint8_t *all = malloc((size_t)x->size);
+    if (!all)
+        return gx_fail(GX_ENOMEM, GX_SUB_COLL, "transport: out of memory");
+    int rc = gx_comm_boot_allgather(x->comm, &mine, all, 1);
+    int missing = -1;
+    for (int r = 0; rc == GX_OK && r < x->size && missing < 0; r++)
+        if (!all[r])
+            missing = r;
+    free(all);
+    if (rc != GX_OK)
+        return rc;
+    *out = missing < 0 ? "verbs" : "tcp";
+    if (verbs && missing >= 0)
+        GX_INFO(GX_SUB_COLL, "GX_NET=auto: tcp between nodes, rank %d has no active RDMA port",
+                missing);
+    return GX_OK;
+}
+
+static int open_domain(struct gx_xport *x, const char *name, const unsigned char *mask,
+                       struct xp_domain *d)
+{
+    struct gx_comm *c = x->comm;
+    char devbuf[96];
+    d->prov = gx_fab_provider_find(name);
+    if (!d->prov)
+        return gx_fail(GX_EINVAL, GX_SUB_COLL, "provider '%s' is not built in (built: %s)", name,
+                       gx_fab_provider_names());
+    struct gx_fab_domain_attr attr = GX_FAB_DOMAIN_ATTR_INIT;
+    attr.job_key = c->job_key;
+    attr.rank = c->rank;
+    if (strcmp(name, "verbs") == 0)
+        attr.device = verbs_device_for(c, devbuf, sizeof(devbuf));
+    if (attr.device)
+        attr.gpu_path = c->gpu_nic_path; /* the topology's NIC for this rank's GPU */
+    int rc = gx_fab_domain_open(d->prov, &attr, &d->dom);
+    if (rc == GX_OK)
+        rc = gx_fab_cq_open(d->dom, &d->cq);
+    if (rc == GX_OK)
+        rc = gx_fab_rcache_create_domain(d->dom, GX_FAB_ACCESS_LOCAL, &d->rcache_send);
+    if (rc == GX_OK)
+        rc = gx_fab_rcache_create_domain(d->dom, GX_FAB_ACCESS_LOCAL | GX_FAB_ACCESS_REMOTE_WRITE,
+                                         &d->rcache_recv);
+    if (rc != GX_OK)
+        return rc;
+    struct gx_fab_mesh_attr ma = GX_FAB_MESH_ATTR_INIT;
+    ma.rank = c->rank;
+    ma.nranks = c->size;
+    ma.allgather = xp_allgather;
+    ma.allgather_ctx = c;
+    ma.peers = mask;
+    return gx_fab_mesh_create(d->dom, d->cq, &ma, &d->mesh);
+}
+
+static int setup_peer(struct gx_xport *x, struct xp_peer *p)
+{
+    size_t slot = x->eager_limit;
+    size_t bytes = slot * (XP_RECV_SLOTS + XP_SEND_SLOTS);
+    p->slab = aligned_alloc(4096, (bytes + 4095) & ~(size_t)4095);
+    if (!p->slab)
+        return gx_fail(GX_ENOMEM, GX_SUB_COLL, "transport: no memory for bounce slots");
+    int rc = gx_fab_mr_reg(p->d->dom, p->slab, bytes, GX_FAB_MEM_HOST, GX_FAB_ACCESS_LOCAL,
+                           &p->slab_mr);
+    if (rc != GX_OK)
+        return rc;
+    for (int i = 0; i < XP_RECV_SLOTS; i++) {
+        p->recv_slots[i] = (struct xp_slot){ .ctx_type = XP_CTX_RECV_SLOT, .peer = p,
+                                             .buf = p->slab + slot * (size_t)i };
+        rc = xp_post_recv_slot(&p->recv_slots[i]);
+        if (rc != GX_OK)
+            return rc;
+    }
+    for (int i = 0; i < XP_SEND_SLOTS; i++)
+        p->send_slots[i] = (struct xp_slot){ .ctx_type = XP_CTX_SEND_SLOT, .peer = p,
+                                             .buf = p->slab + slot * (size_t)(XP_RECV_SLOTS + i) };
+    p->send_free = XP_SEND_SLOTS;
+    return GX_OK;
+}
+
+int gx_xport_open(struct gx_comm *c, struct gx_xport **out)
+{
+    struct gx_xport *x = calloc(1, sizeof(*x));
+    unsigned char *local = calloc((size_t)c->size, 1), *remote = calloc((size_t)c->size, 1);
+    if (x)
+        x->peers = calloc((size_t)c->size, sizeof(*x->peers));
+    if (!x || !x->peers || !local || !remote) {
+        free(local);
+        free(remote);
+        if (x)
+            free(x->peers);
+        free(x);
+        return gx_fail(GX_ENOMEM, GX_SUB_COLL, "transport: out of memory");
+    }
+    pthread_mutex_init(&x->lock, NULL);
+    x->comm = c;
+    x->rank = c->rank;
+    x->size = c->size;
+    x->next_send_id = 1;
+    x->next_recv_id = 1;
+    int rc = gx_param_size(&gx_param_eager_limit, &x->eager_limit);
+    if (rc == GX_OK && (x->eager_limit < 256 || x->eager_limit > (1u << 20)))
+        rc = gx_fail(GX_EINVAL, GX_SUB_COLL, "GX_EAGER_LIMIT=%zu must be 256 B..1 MiB",
+                     x->eager_limit);
+    x->eager_limit = (x->eager_limit + 63) & ~(size_t)63;
+
+    /* Which meshes: decided from shared facts only. */
+    bool any_shared_node = false;
+    for (int r = 0; r < c->size; r++) {
+        for (int q = 0; q < c->size; q++) {
+            if (q == r)
+                continue;
+            bool same = gx_comm_same_node(c, r, q);
+            any_shared_node |= same;
+            if (r == c->rank) {
+                local[q] = same;
+                remote[q] = !same;
+            }
+        }
+    }
+    const char *forced = gx_param_text(&gx_param_provider);
+    if (rc == GX_OK && forced[0]) {
+        for (int q = 0; q < c->size; q++)
+            local[q] = q != c->rank;
+        rc = open_domain(x, forced, local, &x->doms[x->ndoms++]);
+        memset(remote, 0, (size_t)c->size);
+    } else if (rc == GX_OK) {
+        if (any_shared_node)
+            rc = open_domain(x, "shm", local, &x->doms[x->ndoms++]);
+        const char *net = NULL;
+        if (rc == GX_OK && c->node_count > 1)
+            rc = pick_net_provider(x, &net);
+        if (rc == GX_OK && net)
+            rc = open_domain(x, net, remote, &x->doms[x->ndoms++]);
+    }
+    for (int q = 0; rc == GX_OK && q < c->size; q++) {
+        struct xp_peer *p = &x->peers[q];
+        p->rank = q;
+        p->x = x;
+        if (q == c->rank)
+            continue;
+        p->d = (forced[0] || local[q]) ? &x->doms[0] : &x->doms[x->ndoms - 1];
+        p->ep = gx_fab_mesh_ep(p->d->mesh, q);
+        if (!p->ep)
+            rc = gx_fail(GX_ECONNECT, GX_SUB_COLL, "transport: no endpoint to rank %d", q);
+        else
+            rc = setup_peer(x, p);
+    }
+    free(local);
+    free(remote);
+    if (rc != GX_OK) {
+        gx_xport_close(x);
+        return rc;
+    }
+    GX_INFO(GX_SUB_COLL, "transport of '%s': %s%s%s, eager limit %zu B", c->name,
+            x->ndoms > 0 ? x->doms[0].prov->name : "self only", x->ndoms > 1 ? " + " : "",
+            x->ndoms > 1 ? x->doms[1].prov->name : "", x->eager_limit);
+    *out = x;
+    return GX_OK;
+}
+
+static void close_meshes_locked(struct gx_xport *x, const char *why)
+{
+    for (int q = 0; q < x->size; q++)
+        xp_fail_peer(&x->peers[q], GX_EABORTED, why);
+    for (int i = 0; i < x->ndoms; i++) {
+        gx_fab_mesh_destroy(x->doms[i].mesh);
+        x->doms[i].mesh = NULL;
+    }
+    for (int q = 0; q < x->size; q++)
+        x->peers[q].ep = NULL;
+}
+
+void gx_xport_abort(struct gx_xport *x)
+{
+    pthread_mutex_lock(&x->lock);
+    if (!x->aborted) {
+        x->aborted = true;
+        close_meshes_locked(x, "the communicator was aborted");
+    }
+    pthread_mutex_unlock(&x->lock);
+}
+
+void gx_xport_close(struct gx_xport *x)
+{
+    if (!x)
+        return;
+    pthread_mutex_lock(&x->lock);
+    if (!x->aborted)
+        close_meshes_locked(x, "the communicator is being destroyed");
+    for (int q = 0; q < x->size; q++) {
+        struct xp_peer *p = &x->peers[q];
+        gx_fab_mr_dereg(p->slab_mr);
+        free(p->slab);
+        free(p->ctl);
+        for (struct xp_unexpected *u = p->unexp_head, *n; u; u = n) {
+            n = u->next;
+            free(u);
+        }
+    }
+    for (int i = 0; i < x->ndoms; i++) {
+        struct xp_domain *d = &x->doms[i];
+        if (d->rcache_send)
+            gx_fab_rcache_destroy(d->rcache_send);
+        if (d->rcache_recv)
+            gx_fab_rcache_destroy(d->rcache_recv);
+        gx_fab_cq_close(d->cq);
+        if (d->dom)
+            gx_fab_domain_close(d->dom);
+    }
+    pthread_mutex_unlock(&x->lock);
+    pthread_mutex_destroy(&x->lock);
+    free(x->peers);
+    free(x);
+}
+
+static int progress_locked(struct gx_xport *x)
+{
+    struct gx_fab_cqe cqes[32];
+    if (x->aborted)
+        return GX_OK;
+    for (int i = 0; i < x->ndoms; i++) {
+        for (;;) {
+            int n = gx_fab_cq_poll(x->doms[i].cq, cqes, 32);
+            if (n < 0)
+                return n;
+            for (int k = 0; k < n; k++)
+                xp_handle_cqe(x, &cqes[k]);
+            if (n < 32)
+                break;
+        }
+    }
+    return GX_OK;
+}
+
+int gx_xport_progress(struct gx_xport *x)
+{
+    pthread_mutex_lock(&x->lock);
+    int rc = progress_locked(x);
+    pthread_mutex_unlock(&x->lock);
+    return rc;
+}
+
+const char *gx_xport_provider_of(const struct gx_xport *x, int peer)
+{
+    if (peer == x->rank)
+        return "self";
+    if (peer < 0 || peer >= x->size || !x->peers[peer].d)
+        return "none";
+    return x->peers[peer].d->prov->name;
+}

@@ -1,0 +1,86 @@
+/* xport_internal.h - the transport's private state, shared by xport.c
+ * (set-up, teardown) and xport_p2p.c (protocol). */
+#ifndef GX_XPORT_INTERNAL_H
+#define GX_XPORT_INTERNAL_H
+
+#include <pthread.h>
+
+#include "collectives/transport/xport.h"
+#include "collectives/transport/xport_proto.h"
+#include "fabric/fabric.h"
+#include "fabric/fabric_mesh.h"
+#include "fabric/rcache.h"
+
+#define XP_RECV_SLOTS 16
+#define XP_SEND_SLOTS 16
+#define XP_RNDV_TABLE 1024
+
+enum xp_ctx_type { XP_CTX_OP = 1, XP_CTX_RECV_SLOT = 2, XP_CTX_SEND_SLOT = 3 };
+
+struct xp_slot {
+    uint8_t ctx_type;        /* first: fabric contexts point here */
+    struct xp_peer *peer;
+    char *buf;
+    struct xp_op *op;        /* send slot: the eager send it carries, or NULL */
+    bool busy;
+};
+
+struct xp_unexpected {
+    struct xp_unexpected *next;
+    uint32_t tag;
+    uint8_t type;            /* XP_MSG_EAGER or XP_MSG_RTS */
+    struct xp_rts rts;
+    size_t len;
+    char data[];             /* eager payload */
+};
+
+struct xp_domain {
+    const struct gx_fab_provider *prov;
+    struct gx_fab_domain *dom;
+    struct gx_fab_cq *cq;
+    struct gx_fab_mesh *mesh;
+    struct gx_fab_rcache *rcache_send;  /* local access */
+    struct gx_fab_rcache *rcache_recv;  /* remote write */
+};
+
+struct xp_peer {
+    int rank;
+    struct gx_xport *x;
+    struct xp_domain *d;     /* NULL for self */
+    struct gx_fab_ep *ep;
+    char *slab;              /* recv + send slots */
+    struct gx_fab_mr *slab_mr;
+    struct xp_slot recv_slots[XP_RECV_SLOTS];
+    struct xp_slot send_slots[XP_SEND_SLOTS];
+    int send_free;
+    struct xp_op *posted_head, *posted_tail;     /* receives awaiting a message */
+    struct xp_unexpected *unexp_head, *unexp_tail;
+    struct xp_op *wait_head, *wait_tail;         /* sends awaiting a slot */
+    struct xp_op *rts_head;                      /* sends awaiting their CTS */
+    struct xp_cts *ctl;                          /* CTS awaiting a slot (grows) */
+    int ctl_count;
+    int ctl_cap;
+    int failed;                                  /* status once the link broke */
+};
+
+struct gx_xport {
+    pthread_mutex_t lock;
+    struct gx_comm *comm;
+    int rank;
+    int size;
+    size_t eager_limit;
+    struct xp_domain doms[2];
+    int ndoms;
+    struct xp_peer *peers;
+    bool aborted;
+    uint32_t next_send_id;
+    uint32_t next_recv_id;
+    struct xp_op *rndv[XP_RNDV_TABLE];           /* receives by recv_id % table */
+};
+
+/* xport_p2p.c */
+int xp_post_recv_slot(struct xp_slot *slot);
+int xp_handle_cqe(struct gx_xport *x, const struct gx_fab_cqe *e);
+void xp_fail_peer(struct xp_peer *p, int status, const char *why);
+
+#endif
