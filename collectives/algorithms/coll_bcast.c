@@ -5,7 +5,7 @@
  * size/bandwidth + (n-2) chunk times. The binomial-tree broadcast, better
  * for small vectors, is in coll_tree.c.
  */
-#include "collectives/engine/coll.h"
+#include "collectives/algorithms/algorithms.h"
 #include "collectives/comm/comm_internal.h"
 
 int chain_bcast_build(struct coll_op *op)

@@ -32,7 +32,7 @@
  */
 #include <stdlib.h>
 
-#include "collectives/engine/coll.h"
+#include "collectives/algorithms/algorithms.h"
 #include "collectives/algorithms/coll_dbtree.h"
 #include "collectives/comm/comm_internal.h"
 

@@ -6,7 +6,7 @@
  * These move the minimum number of bytes; their n-1 message latencies at the
  * root are hidden by posting everything up front.
  */
-#include "collectives/engine/coll.h"
+#include "collectives/algorithms/algorithms.h"
 #include "collectives/comm/comm_internal.h"
 
 int linear_gather_build(struct coll_op *op)

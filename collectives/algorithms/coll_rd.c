@@ -11,7 +11,7 @@
  * vector (a combine never writes the buffer it reads), the partner's vector
  * lands in a second scratch vector.
  */
-#include "collectives/engine/coll.h"
+#include "collectives/algorithms/algorithms.h"
 #include "collectives/comm/comm_internal.h"
 
 int rd_allreduce_build(struct coll_op *op)

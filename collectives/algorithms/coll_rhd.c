@@ -13,7 +13,7 @@
  * rounds exchange ever larger ranges straight into recvbuf. Other rank
  * counts fold first (coll.h).
  */
-#include "collectives/engine/coll.h"
+#include "collectives/algorithms/algorithms.h"
 #include "collectives/comm/comm_internal.h"
 
 int rhd_allreduce_build(struct coll_op *op)

@@ -14,7 +14,7 @@
  */
 #include <stdlib.h>
 
-#include "collectives/engine/coll.h"
+#include "collectives/algorithms/algorithms.h"
 #include "collectives/comm/comm_internal.h"
 
 static inline int mod(int a, int n)

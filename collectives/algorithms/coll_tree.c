@@ -13,7 +13,7 @@
  */
 #include <stdlib.h>
 
-#include "collectives/engine/coll.h"
+#include "collectives/algorithms/algorithms.h"
 #include "collectives/comm/comm_internal.h"
 
 static int lowbit(int v)

@@ -89,4 +89,12 @@ int shm_reduce_all(struct coll_op *op, const struct coll_shm_arena *a, unsigned 
 /** Is `pid` (a peer's) gone? */
 bool shm_peer_gone(const struct coll_shm_arena *a, int rank);
 
+/* The arena algorithms (coll_shm.c, coll_shm_collectives.c): build the
+ * schedule of op in the arena; the engine calls them like algorithms.h's. */
+struct coll_op;
+int shm_allreduce_build(struct coll_op *op);
+int shm_bcast_build(struct coll_op *op);
+int shm_allgather_build(struct coll_op *op);
+int shm_reduce_scatter_build(struct coll_op *op);
+
 #endif

@@ -15,7 +15,7 @@
  */
 #include <string.h>
 
-#include "collectives/engine/coll.h"
+#include "collectives/algorithms/algorithms.h"
 #include "collectives/arena/coll_shm.h"
 #include "collectives/comm/comm_internal.h"
 

@@ -136,7 +136,7 @@ static int boot_root_cause(struct gx_comm *c, char *msg, size_t len, int grace_m
  * `status`, the transport is aborted (nothing may write into the callers'
  * buffers once their requests report), and other ranks are told. Called
  * with cc->mu held, after coll_op_set_error() on the op that failed first. */
-static void comm_broken(struct coll_comm *cc, int status, const char *msg, int failed_world_rank)
+void coll_comm_broken(struct coll_comm *cc, int status, const char *msg, int failed_world_rank)
 {
     struct gx_comm *c = cc->comm;
     gx_comm_set_async_error(c, status, msg);
@@ -195,7 +195,7 @@ static int op_advance(struct coll_comm *cc, struct coll_op *op, bool *progressed
         }
     }
     if (!GX_IS_CALLER_ERROR(op->status))
-        comm_broken(cc, op->status, op->errmsg,
+        coll_comm_broken(cc, op->status, op->errmsg,
                     failed_peer >= 0 ? cc->comm->world_ranks[failed_peer] : -1);
     return GX_OK;
 }
@@ -217,7 +217,7 @@ static void op_unlink(struct coll_comm *cc, struct coll_op *op)
     cc->nactive--;
 }
 
-static void op_finish(struct coll_comm *cc, struct coll_op *op)
+void coll_op_finish(struct coll_comm *cc, struct coll_op *op)
 {
     cc->recvs_posted -= op->recvs_posted; /* a failed op's receives died with the transport */
     op->recvs_posted = 0;
@@ -255,11 +255,11 @@ static void check_outside_failures(struct coll_comm *cc)
         status = gx_boot_failure(c->boot, msg, sizeof(msg));
     }
     if (status != GX_OK)
-        comm_broken(cc, status, msg, -1);
+        coll_comm_broken(cc, status, msg, -1);
 }
 
 /* Advance every outstanding collective in issue order. cc->mu held. */
-static bool progress_locked(struct coll_comm *cc)
+bool coll_progress_locked(struct coll_comm *cc)
 {
     bool progressed = false;
     if (!cc->head)
@@ -269,13 +269,13 @@ static bool progress_locked(struct coll_comm *cc)
         char msg[300];
         snprintf(msg, sizeof(msg), "the transport of communicator '%s' failed: %s",
                  cc->comm->name, gx_last_error());
-        comm_broken(cc, rc, msg, -1);
+        coll_comm_broken(cc, rc, msg, -1);
     }
     check_outside_failures(cc);
     for (struct coll_op *op = cc->head, *next; op; op = next) {
         next = op->next;
         if (op_advance(cc, op, &progressed) == GX_OK) {
-            op_finish(cc, op);
+            coll_op_finish(cc, op);
             progressed = true;
             next = cc->head; /* a failure may have failed the others: rescan */
         }
@@ -309,7 +309,7 @@ static void *progress_main(void *arg)
         }
         if (cc->stop)
             break;
-        idle = progress_locked(cc) ? 0 : idle + 1;
+        idle = coll_progress_locked(cc) ? 0 : idle + 1;
         pthread_mutex_unlock(&cc->mu);
         backoff(idle);
         pthread_mutex_lock(&cc->mu);
@@ -318,7 +318,7 @@ static void *progress_main(void *arg)
     return NULL;
 }
 
-static struct coll_comm *coll_comm_get(struct gx_comm *c)
+struct coll_comm *coll_comm_get(struct gx_comm *c)
 {
     pthread_mutex_lock(&c->lock);
     struct coll_comm *cc = c->coll;
@@ -370,7 +370,7 @@ void gx_coll_comm_destroy(struct gx_comm *c)
                          (unsigned long long)op->seq, c->name);
         while (cc->head) {
             struct coll_op *op = cc->head;
-            op_finish(cc, op);
+            coll_op_finish(cc, op);
         }
     }
     pthread_mutex_unlock(&cc->mu);
@@ -381,237 +381,4 @@ void gx_coll_comm_destroy(struct gx_comm *c)
     pthread_mutex_destroy(&cc->pool_mu);
     free(cc);
     c->coll = NULL;
-}
-
-/* ---- requests --------------------------------------------------------------- */
-
-static int coll_req_step(struct gx_request *req)
-{
-    struct coll_op *op = req->priv;
-    struct coll_comm *cc = op->cc;
-    if (!__atomic_load_n(&op->finished, __ATOMIC_ACQUIRE)) {
-        /* With a progress thread, help only when it is not busy, unless a
-         * caller waits (then the thread rests and the caller drives). */
-        bool locked = cc->use_thread && !__atomic_load_n(&cc->waiters, __ATOMIC_RELAXED)
-                          ? pthread_mutex_trylock(&cc->mu) == 0
-                          : pthread_mutex_lock(&cc->mu) == 0;
-        if (locked) {
-            progress_locked(cc);
-            pthread_mutex_unlock(&cc->mu);
-        }
-    }
-    if (!__atomic_load_n(&op->finished, __ATOMIC_ACQUIRE))
-        return GX_INPROGRESS;
-    if (op->status != GX_OK)
-        gx_set_last_error(op->errmsg);
-    return op->status;
-}
-
-/* A caller waiting on a collective drives progress itself: on few cores a
- * second thread spinning beside it only adds scheduling delay. */
-static void coll_wait_begin(struct gx_request *req)
-{
-    struct coll_op *op = req->priv;
-    if (op->waiting || __atomic_load_n(&op->finished, __ATOMIC_ACQUIRE))
-        return;
-    struct coll_comm *cc = op->cc;
-    pthread_mutex_lock(&cc->mu);
-    __atomic_store_n(&cc->waiters, cc->waiters + 1, __ATOMIC_RELAXED);
-    op->waiting = true;
-    pthread_mutex_unlock(&cc->mu);
-}
-
-static void coll_wait_end(struct gx_request *req)
-{
-    struct coll_op *op = req->priv;
-    if (!op->waiting)
-        return;
-    struct coll_comm *cc = op->cc;
-    pthread_mutex_lock(&cc->mu);
-    __atomic_store_n(&cc->waiters, cc->waiters - 1, __ATOMIC_RELAXED);
-    op->waiting = false;
-    if (cc->head) /* others still outstanding: the thread takes over */
-        pthread_cond_signal(&cc->cond);
-    pthread_mutex_unlock(&cc->mu);
-}
-
-static void op_free(struct coll_op *op)
-{
-    free(op->steps);
-    free(op->scratch);
-    free(op);
-}
-
-static void coll_req_release(struct gx_request *req)
-{
-    struct coll_op *op = req->priv;
-    struct coll_comm *cc = op->cc;
-    /* A finished op is no longer the engine's (and its comm may be gone). */
-    if (!__atomic_load_n(&op->finished, __ATOMIC_ACQUIRE)) {
-        pthread_mutex_lock(&cc->mu);
-        if (op->active) {
-            /* Freed while in flight (after a timeout): the comm is broken. */
-            char what[160];
-            coll_describe_op(op, what, sizeof(what));
-            coll_op_set_error(op, GX_ETIMEOUT, "%s was freed while still in flight", what);
-            comm_broken(cc, GX_ETIMEOUT, op->errmsg, -1);
-            op_finish(cc, op);
-        }
-        pthread_mutex_unlock(&cc->mu);
-    }
-    op_free(op);
-}
-
-uint64_t coll_next_seq(struct gx_comm *comm, int *status)
-{
-    struct coll_comm *cc = coll_comm_get(comm);
-    if (!cc) {
-        *status = gx_fail(GX_ENOMEM, GX_SUB_COLL, "communicator '%s': out of memory",
-                          comm->name);
-        return 0;
-    }
-    pthread_mutex_lock(&cc->mu);
-    uint64_t s = ++cc->seq;
-    pthread_mutex_unlock(&cc->mu);
-    *status = GX_OK;
-    return s;
-}
-
-/* Build the schedule for op->algo. */
-static int build(struct coll_op *op)
-{
-    switch (op->a.kind) {
-    case COLL_ALLREDUCE:
-        switch (op->algo) {
-        case COLL_ALGO_SHM: return shm_allreduce_build(op);
-        case COLL_ALGO_RD: return rd_allreduce_build(op);
-        case COLL_ALGO_RHD: return rhd_allreduce_build(op);
-        case COLL_ALGO_TREE: return tree_allreduce_build(op);
-        case COLL_ALGO_DBTREE: return dbtree_allreduce_build(op);
-        default: return ring_allreduce_build(op);
-        }
-    case COLL_BROADCAST:
-        if (op->algo == COLL_ALGO_SHM)
-            return shm_bcast_build(op);
-        return op->algo == COLL_ALGO_RING ? chain_bcast_build(op) : tree_bcast_build(op);
-    case COLL_REDUCE:
-        return op->algo == COLL_ALGO_RING ? chain_reduce_build(op) : tree_reduce_build(op);
-    case COLL_ALLGATHER:
-        return op->algo == COLL_ALGO_SHM ? shm_allgather_build(op) : ring_allgather_build(op);
-    case COLL_REDUCE_SCATTER:
-        return op->algo == COLL_ALGO_SHM ? shm_reduce_scatter_build(op)
-                                          : ring_reduce_scatter_build(op);
-    case COLL_GATHER:
-        return linear_gather_build(op);
-    case COLL_SCATTER:
-        return linear_scatter_build(op);
-    case COLL_ALLTOALL:
-        return linear_alltoall_build(op);
-    default:
-        return GX_EINVAL;
-    }
-}
-
-/* Bytes the cost model sees for a call. */
-static size_t model_bytes(const struct coll_args *a)
-{
-    return a->count * a->es;
-}
-
-int coll_issue(struct gx_comm *comm, uint64_t seq, const struct coll_args *a, const char *fn,
-               struct gx_request **req_out)
-{
-    struct coll_comm *cc = comm->coll; /* created by coll_next_seq() */
-    struct coll_op *op = calloc(1, sizeof(*op));
-    if (!op)
-        return gx_fail(GX_ENOMEM, GX_SUB_COLL, "%s: out of memory", fn);
-    op->comm = comm;
-    op->cc = cc;
-    op->a = *a;
-    op->seq = seq;
-    op->desc_recv_step = -1;
-    if (a->op != GX_REDOP_COUNT) {
-        int rc = gx_reduce_lookup(a->dtype, a->op, &op->fn);
-        if (rc == GX_OK)
-            rc = gx_reduce3_lookup(a->dtype, a->op, &op->fn3);
-        if (rc != GX_OK) {
-            free(op);
-            return rc;
-        }
-    }
-    size_t mb = model_bytes(a);
-    pthread_mutex_lock(&cc->mu);
-    if (cc->memo_kind == (int)a->kind && cc->memo_bytes == mb) {
-        op->algo = cc->memo_algo;
-    } else {
-        op->algo = coll_choose(comm, a->kind, mb);
-        cc->memo_kind = (int)a->kind;
-        cc->memo_bytes = mb;
-        cc->memo_algo = op->algo;
-    }
-    pthread_mutex_unlock(&cc->mu);
-    int n = comm->size;
-    if (n > 1) {
-        op->desc_out = (struct coll_desc){
-            .magic = COLL_DESC_MAGIC, .version = COLL_PROTO_VERSION, .coll = (uint8_t)a->kind,
-            .dtype = (uint8_t)a->dtype,
-            .op = a->op == GX_REDOP_COUNT ? 0xff : (uint8_t)a->op, .seq = op->seq,
-            .count = a->count, .root = a->root, .algo = (uint8_t)op->algo,
-        };
-        cs_send(op, (comm->rank + 1) % n, UINT32_MAX, &op->desc_out, sizeof(op->desc_out), -1,
-                -1, -1);
-        op->desc_recv_step = cs_recv(op, (comm->rank + n - 1) % n, UINT32_MAX, &op->desc_in,
-                                     sizeof(op->desc_in), -1, -1, -1);
-    }
-    int rc = build(op);
-    if (rc == GX_OK)
-        rc = op->build_status;
-    if (rc != GX_OK) {
-        enum coll_algo algo = op->algo;
-        op_free(op);
-        return gx_fail(rc, GX_SUB_COLL, "%s: could not build the %s schedule (%s)", fn,
-                       coll_algo_name(algo), gx_strerror(rc));
-    }
-    struct gx_request *req = gx_request_new(comm, coll_kind_name(a->kind), coll_req_step);
-    if (!req) {
-        op_free(op);
-        return gx_fail(GX_ENOMEM, GX_SUB_COLL, "%s: out of memory", fn);
-    }
-    req->seq = op->seq;
-    req->priv = op;
-    req->release = coll_req_release;
-    req->wait_begin = coll_wait_begin;
-    req->wait_end = coll_wait_end;
-    op->req = req;
-    op->deadline = req->deadline;
-    GX_TRACE(GX_SUB_COLL, "%s #%llu: %s, count %zu, %d steps", coll_kind_name(a->kind),
-             (unsigned long long)op->seq, coll_algo_name(op->algo), a->count, op->nsteps);
-
-    pthread_mutex_lock(&cc->mu);
-    /* Bound the collectives in flight so tags stay unique (coll_proto.h). */
-    while (cc->nactive >= COLL_MAX_OUTSTANDING && gx_ms_left(op->deadline) > 0) {
-        progress_locked(cc);
-        pthread_mutex_unlock(&cc->mu);
-        sched_yield();
-        pthread_mutex_lock(&cc->mu);
-    }
-    op->active = true;
-    if (cc->tail)
-        cc->tail->next = op;
-    else
-        cc->head = op;
-    cc->tail = op;
-    cc->nactive++;
-    if (a->will_wait) {
-        /* The caller waits right away and drives the engine: leave the
-         * progress thread asleep (waking it costs two context switches). */
-        op->waiting = true;
-        __atomic_store_n(&cc->waiters, cc->waiters + 1, __ATOMIC_RELAXED);
-    }
-    progress_locked(cc); /* post the first messages now */
-    if (!a->will_wait)
-        pthread_cond_signal(&cc->cond);
-    pthread_mutex_unlock(&cc->mu);
-    *req_out = req;
-    return GX_OK;
 }

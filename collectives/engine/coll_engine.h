@@ -1,8 +1,9 @@
 /*
- * coll_engine.h - what the step engine's two files share (not installed):
+ * coll_engine.h - what the step engine's three files share (not installed):
  * the per-communicator engine state and the step states. coll_engine.c
  * owns the lifecycle of collectives, the progress thread and the failure
- * policy; coll_steps.c runs one collective's steps.
+ * policy; coll_issue.c issues them (dispatch to the algorithms, request
+ * glue); coll_steps.c runs one collective's steps.
  */
 #ifndef GX_COLL_ENGINE_H
 #define GX_COLL_ENGINE_H
@@ -51,6 +52,18 @@ struct coll_comm {
     void *pool[SCRATCH_POOL];
     size_t pool_size[SCRATCH_POOL];
 };
+
+/* ---- coll_engine.c, for coll_issue.c ------------------------------------- */
+
+/** The communicator's engine state, created on first use (NULL: no memory). */
+struct coll_comm *coll_comm_get(struct gx_comm *c);
+/** One engine pass over every outstanding op; cc->mu held. True on progress. */
+bool coll_progress_locked(struct coll_comm *cc);
+/** The communicator failed for a reason outside one op's arguments: set the
+ *  async error, tell the other ranks, abort the transport. cc->mu held. */
+void coll_comm_broken(struct coll_comm *cc, int status, const char *msg, int failed_world_rank);
+/** Retire an op from the engine's list. cc->mu held. */
+void coll_op_finish(struct coll_comm *cc, struct coll_op *op);
 
 /* ---- coll_steps.c ---------------------------------------------------------- */
 

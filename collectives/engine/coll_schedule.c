@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "collectives/engine/coll.h"
+#include "collectives/engine/schedule.h"
 
 /* ---- schedule builder ---------------------------------------------------- */
 

@@ -1,0 +1,253 @@
+/*
+ * coll_issue.c - issuing a collective: take its sequence number, choose its
+ * algorithm (the cost model, memoised per communicator), build its schedule
+ * with the algorithm's builder, queue it on the engine and hand back a
+ * request whose step/wait/release hooks drive and retire it.
+ *
+ * Owns: the algorithm dispatch (which builder runs for which kind and
+ * algorithm) and the request glue of collectives. The engine's state and
+ * failure policy are coll_engine.c's; running steps is coll_steps.c's.
+ */
+#include <sched.h>
+#include <stdlib.h>
+
+#include "collectives/algorithms/algorithms.h"
+#include "collectives/arena/coll_shm.h"
+#include "collectives/comm/comm_internal.h"
+#include "collectives/comm/request.h"
+#include "collectives/engine/coll_engine.h"
+#include "common/clock.h"
+#include "common/log.h"
+
+/* ---- requests --------------------------------------------------------------- */
+
+static int coll_req_step(struct gx_request *req)
+{
+    struct coll_op *op = req->priv;
+    struct coll_comm *cc = op->cc;
+    if (!__atomic_load_n(&op->finished, __ATOMIC_ACQUIRE)) {
+        /* With a progress thread, help only when it is not busy, unless a
+         * caller waits (then the thread rests and the caller drives). */
+        bool locked = cc->use_thread && !__atomic_load_n(&cc->waiters, __ATOMIC_RELAXED)
+                          ? pthread_mutex_trylock(&cc->mu) == 0
+                          : pthread_mutex_lock(&cc->mu) == 0;
+        if (locked) {
+            coll_progress_locked(cc);
+            pthread_mutex_unlock(&cc->mu);
+        }
+    }
+    if (!__atomic_load_n(&op->finished, __ATOMIC_ACQUIRE))
+        return GX_INPROGRESS;
+    if (op->status != GX_OK)
+        gx_set_last_error(op->errmsg);
+    return op->status;
+}
+
+/* A caller waiting on a collective drives progress itself: on few cores a
+ * second thread spinning beside it only adds scheduling delay. */
+static void coll_wait_begin(struct gx_request *req)
+{
+    struct coll_op *op = req->priv;
+    if (op->waiting || __atomic_load_n(&op->finished, __ATOMIC_ACQUIRE))
+        return;
+    struct coll_comm *cc = op->cc;
+    pthread_mutex_lock(&cc->mu);
+    __atomic_store_n(&cc->waiters, cc->waiters + 1, __ATOMIC_RELAXED);
+    op->waiting = true;
+    pthread_mutex_unlock(&cc->mu);
+}
+
+static void coll_wait_end(struct gx_request *req)
+{
+    struct coll_op *op = req->priv;
+    if (!op->waiting)
+        return;
+    struct coll_comm *cc = op->cc;
+    pthread_mutex_lock(&cc->mu);
+    __atomic_store_n(&cc->waiters, cc->waiters - 1, __ATOMIC_RELAXED);
+    op->waiting = false;
+    if (cc->head) /* others still outstanding: the thread takes over */
+        pthread_cond_signal(&cc->cond);
+    pthread_mutex_unlock(&cc->mu);
+}
+
+static void op_free(struct coll_op *op)
+{
+    free(op->steps);
+    free(op->scratch);
+    free(op);
+}
+
+static void coll_req_release(struct gx_request *req)
+{
+    struct coll_op *op = req->priv;
+    struct coll_comm *cc = op->cc;
+    /* A finished op is no longer the engine's (and its comm may be gone). */
+    if (!__atomic_load_n(&op->finished, __ATOMIC_ACQUIRE)) {
+        pthread_mutex_lock(&cc->mu);
+        if (op->active) {
+            /* Freed while in flight (after a timeout): the comm is broken. */
+            char what[160];
+            coll_describe_op(op, what, sizeof(what));
+            coll_op_set_error(op, GX_ETIMEOUT, "%s was freed while still in flight", what);
+            coll_comm_broken(cc, GX_ETIMEOUT, op->errmsg, -1);
+            coll_op_finish(cc, op);
+        }
+        pthread_mutex_unlock(&cc->mu);
+    }
+    op_free(op);
+}
+
+uint64_t coll_next_seq(struct gx_comm *comm, int *status)
+{
+    struct coll_comm *cc = coll_comm_get(comm);
+    if (!cc) {
+        *status = gx_fail(GX_ENOMEM, GX_SUB_COLL, "communicator '%s': out of memory",
+                          comm->name);
+        return 0;
+    }
+    pthread_mutex_lock(&cc->mu);
+    uint64_t s = ++cc->seq;
+    pthread_mutex_unlock(&cc->mu);
+    *status = GX_OK;
+    return s;
+}
+
+/* Build the schedule for op->algo. */
+static int build(struct coll_op *op)
+{
+    switch (op->a.kind) {
+    case COLL_ALLREDUCE:
+        switch (op->algo) {
+        case COLL_ALGO_SHM: return shm_allreduce_build(op);
+        case COLL_ALGO_RD: return rd_allreduce_build(op);
+        case COLL_ALGO_RHD: return rhd_allreduce_build(op);
+        case COLL_ALGO_TREE: return tree_allreduce_build(op);
+        case COLL_ALGO_DBTREE: return dbtree_allreduce_build(op);
+        default: return ring_allreduce_build(op);
+        }
+    case COLL_BROADCAST:
+        if (op->algo == COLL_ALGO_SHM)
+            return shm_bcast_build(op);
+        return op->algo == COLL_ALGO_RING ? chain_bcast_build(op) : tree_bcast_build(op);
+    case COLL_REDUCE:
+        return op->algo == COLL_ALGO_RING ? chain_reduce_build(op) : tree_reduce_build(op);
+    case COLL_ALLGATHER:
+        return op->algo == COLL_ALGO_SHM ? shm_allgather_build(op) : ring_allgather_build(op);
+    case COLL_REDUCE_SCATTER:
+        return op->algo == COLL_ALGO_SHM ? shm_reduce_scatter_build(op)
+                                          : ring_reduce_scatter_build(op);
+    case COLL_GATHER:
+        return linear_gather_build(op);
+    case COLL_SCATTER:
+        return linear_scatter_build(op);
+    case COLL_ALLTOALL:
+        return linear_alltoall_build(op);
+    default:
+        return GX_EINVAL;
+    }
+}
+
+/* Bytes the cost model sees for a call. */
+static size_t model_bytes(const struct coll_args *a)
+{
+    return a->count * a->es;
+}
+
+int coll_issue(struct gx_comm *comm, uint64_t seq, const struct coll_args *a, const char *fn,
+               struct gx_request **req_out)
+{
+    struct coll_comm *cc = comm->coll; /* created by coll_next_seq() */
+    struct coll_op *op = calloc(1, sizeof(*op));
+    if (!op)
+        return gx_fail(GX_ENOMEM, GX_SUB_COLL, "%s: out of memory", fn);
+    op->comm = comm;
+    op->cc = cc;
+    op->a = *a;
+    op->seq = seq;
+    op->desc_recv_step = -1;
+    if (a->op != GX_REDOP_COUNT) {
+        int rc = gx_reduce_lookup(a->dtype, a->op, &op->fn);
+        if (rc == GX_OK)
+            rc = gx_reduce3_lookup(a->dtype, a->op, &op->fn3);
+        if (rc != GX_OK) {
+            free(op);
+            return rc;
+        }
+    }
+    size_t mb = model_bytes(a);
+    pthread_mutex_lock(&cc->mu);
+    if (cc->memo_kind == (int)a->kind && cc->memo_bytes == mb) {
+        op->algo = cc->memo_algo;
+    } else {
+        op->algo = coll_choose(comm, a->kind, mb);
+        cc->memo_kind = (int)a->kind;
+        cc->memo_bytes = mb;
+        cc->memo_algo = op->algo;
+    }
+    pthread_mutex_unlock(&cc->mu);
+    int n = comm->size;
+    if (n > 1) {
+        op->desc_out = (struct coll_desc){
+            .magic = COLL_DESC_MAGIC, .version = COLL_PROTO_VERSION, .coll = (uint8_t)a->kind,
+            .dtype = (uint8_t)a->dtype,
+            .op = a->op == GX_REDOP_COUNT ? 0xff : (uint8_t)a->op, .seq = op->seq,
+            .count = a->count, .root = a->root, .algo = (uint8_t)op->algo,
+        };
+        cs_send(op, (comm->rank + 1) % n, UINT32_MAX, &op->desc_out, sizeof(op->desc_out), -1,
+                -1, -1);
+        op->desc_recv_step = cs_recv(op, (comm->rank + n - 1) % n, UINT32_MAX, &op->desc_in,
+                                     sizeof(op->desc_in), -1, -1, -1);
+    }
+    int rc = build(op);
+    if (rc == GX_OK)
+        rc = op->build_status;
+    if (rc != GX_OK) {
+        enum coll_algo algo = op->algo;
+        op_free(op);
+        return gx_fail(rc, GX_SUB_COLL, "%s: could not build the %s schedule (%s)", fn,
+                       coll_algo_name(algo), gx_strerror(rc));
+    }
+    struct gx_request *req = gx_request_new(comm, coll_kind_name(a->kind), coll_req_step);
+    if (!req) {
+        op_free(op);
+        return gx_fail(GX_ENOMEM, GX_SUB_COLL, "%s: out of memory", fn);
+    }
+    req->seq = op->seq;
+    req->priv = op;
+    req->release = coll_req_release;
+    req->wait_begin = coll_wait_begin;
+    req->wait_end = coll_wait_end;
+    op->req = req;
+    op->deadline = req->deadline;
+    GX_TRACE(GX_SUB_COLL, "%s #%llu: %s, count %zu, %d steps", coll_kind_name(a->kind),
+             (unsigned long long)op->seq, coll_algo_name(op->algo), a->count, op->nsteps);
+
+    pthread_mutex_lock(&cc->mu);
+    /* Bound the collectives in flight so tags stay unique (coll_proto.h). */
+    while (cc->nactive >= COLL_MAX_OUTSTANDING && gx_ms_left(op->deadline) > 0) {
+        coll_progress_locked(cc);
+        pthread_mutex_unlock(&cc->mu);
+        sched_yield();
+        pthread_mutex_lock(&cc->mu);
+    }
+    op->active = true;
+    if (cc->tail)
+        cc->tail->next = op;
+    else
+        cc->head = op;
+    cc->tail = op;
+    cc->nactive++;
+    if (a->will_wait) {
+        /* The caller waits right away and drives the engine: leave the
+         * progress thread asleep (waking it costs two context switches). */
+        op->waiting = true;
+        __atomic_store_n(&cc->waiters, cc->waiters + 1, __ATOMIC_RELAXED);
+    }
+    coll_progress_locked(cc); /* post the first messages now */
+    if (!a->will_wait)
+        pthread_cond_signal(&cc->cond);
+    pthread_mutex_unlock(&cc->mu);
+    *req_out = req;
+    return GX_OK;
+}

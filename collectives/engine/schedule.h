@@ -1,0 +1,212 @@
+/*
+ * schedule.h - a collective as a schedule of steps (send, receive, reduce,
+ * copy, average, arena flags) with dependencies, and the builder that the
+ * algorithm files (collectives/algorithms/, collectives/arena/) use to write
+ * one. The step engine (coll_engine.c, coll_steps.c) runs what is built here.
+ *
+ * Owns: struct coll_op (one issued collective), struct coll_step, struct
+ * coll_args, the cs_* builder (coll_schedule.c) and the small arithmetic
+ * helpers every algorithm shares (blocks, folding, pipelining chunks from
+ * coll_tune.c). Must not touch: the engine's state (coll_engine.h) or the
+ * transport's calls; struct xp_op is embedded by value only so the engine
+ * can post a step without a second allocation.
+ */
+#ifndef GX_COLL_SCHEDULE_H
+#define GX_COLL_SCHEDULE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "collectives/engine/coll_proto.h"
+#include "collectives/reduce/reduce.h"
+#include "collectives/transport/xport.h"
+#include "gx/gx.h"
+
+struct gx_comm;
+struct gx_request;
+
+enum coll_kind {
+    COLL_ALLREDUCE = 0,
+    COLL_BROADCAST,
+    COLL_REDUCE,
+    COLL_ALLGATHER,
+    COLL_REDUCE_SCATTER,
+    COLL_GATHER,
+    COLL_SCATTER,
+    COLL_ALLTOALL,
+    COLL_KIND_COUNT
+};
+
+enum coll_algo {
+    COLL_ALGO_AUTO = 0,
+    COLL_ALGO_RING,   /* ring / pipelined chain */
+    COLL_ALGO_TREE,   /* binomial tree (pipelined in chunks) */
+    COLL_ALGO_RHD,    /* recursive halving-doubling (Rabenseifner) */
+    COLL_ALGO_RD,     /* recursive doubling */
+    COLL_ALGO_LINEAR, /* direct / pairwise exchange */
+    COLL_ALGO_DBTREE, /* double binary tree (two trees, half the vector each) */
+    COLL_ALGO_SHM,    /* in the node's shared-memory arena (coll_shm.c) */
+    COLL_ALGO_COUNT
+};
+
+const char *coll_kind_name(enum coll_kind k);
+const char *coll_algo_name(enum coll_algo a);
+
+enum coll_step_kind {
+    CS_SEND = 1,
+    CS_RECV,
+    CS_REDUCE,  /* dst op= src */
+    CS_REDUCE3, /* dst = src op src2 */
+    CS_COPY,    /* memcpy(dst, src, len) */
+    CS_AVG,     /* dst /= nranks */
+    CS_NOP,     /* joins dependencies */
+    CS_FLAG_SET,  /* store-release len into the u64 at dst (shared-memory arena) */
+    CS_FLAG_WAIT, /* until every rank's u64 at src + rank * msg bytes is >= len (msg 0:
+                     only rank peer's, at src) */
+};
+
+#define CS_MAX_DEPS 3
+
+struct coll_step {
+    uint8_t kind;
+    uint8_t state;          /* 0 waiting, 1 posted, 2 done */
+    int peer;
+    uint32_t msg;           /* message index inside the collective */
+    void *dst;
+    const void *src;
+    const void *src2;
+    size_t len;             /* bytes (send, receive, copy) or elements (reduce) */
+    int dep[CS_MAX_DEPS];   /* earlier steps that must be done first, -1 none */
+    struct xp_op xop;
+};
+
+/* The arguments of one call, as every rank must pass them. */
+struct coll_args {
+    enum coll_kind kind;
+    const void *sendbuf;
+    void *recvbuf;
+    size_t count;           /* the caller's count argument */
+    enum gx_datatype dtype;
+    enum gx_redop op;       /* GX_REDOP_COUNT when none */
+    int root;               /* -1 when none */
+    size_t es;              /* element size */
+    bool will_wait;         /* blocking call: the caller waits at once (drives progress) */
+};
+
+struct coll_op {
+    struct gx_comm *comm;
+    struct coll_comm *cc;
+    struct gx_request *req;
+    struct coll_op *next;   /* engine's issue-order list */
+    struct coll_args a;
+    enum coll_algo algo;
+    uint64_t seq;
+    uint64_t deadline;
+    gx_reduce_fn fn;
+    gx_reduce3_fn fn3;
+
+    struct coll_step *steps;
+    int nsteps, cap;
+    int first;              /* first step not done */
+    int recvs_posted;       /* this op's share of the engine's receive budget */
+    unsigned flag_polls;    /* unmet shared-memory flag checks (liveness checks) */
+    int build_status;       /* first builder failure (GX_ENOMEM) */
+    void *scratch;          /* back to the comm's pool when the op finishes */
+    size_t scratch_size;
+
+    struct coll_desc desc_out, desc_in;
+    int desc_recv_step;     /* index of the descriptor receive, or -1 */
+    bool desc_checked;
+    char anomaly[300];      /* data arrived in an unexpected shape */
+
+    /* Set once by the engine under cc->mu. */
+    bool finished;
+    bool active;            /* in the engine's list */
+    bool waiting;           /* counted in cc->waiters by a gx_wait (caller's thread) */
+    int status;
+    char errmsg[512];
+};
+
+/* ---- schedule builder (the algorithm files) ---------------------------- */
+
+/* Each returns the new step's index (-1 never: failures are remembered in
+ * op->build_status and checked once the schedule is complete). Dependencies
+ * of -1 are ignored. */
+int cs_send(struct coll_op *op, int peer, uint32_t msg, const void *buf, size_t bytes, int d0,
+            int d1, int d2);
+int cs_recv(struct coll_op *op, int peer, uint32_t msg, void *buf, size_t bytes, int d0, int d1,
+            int d2);
+int cs_reduce(struct coll_op *op, void *inout, const void *in, size_t count, int d0, int d1,
+              int d2);
+int cs_reduce3(struct coll_op *op, void *out, const void *a, const void *b, size_t count, int d0,
+               int d1, int d2);
+int cs_copy(struct coll_op *op, void *dst, const void *src, size_t bytes, int d0, int d1, int d2);
+int cs_avg(struct coll_op *op, void *buf, size_t count, int d0, int d1, int d2);
+int cs_nop(struct coll_op *op, int d0, int d1, int d2);
+/* Shared-memory arena flags (coll_shm.c): set this rank's counter; wait for
+ * every rank's counter (rank r's at first + r * stride bytes). */
+int cs_flag_set(struct coll_op *op, uint64_t *flag, uint64_t value, int d0, int d1, int d2);
+int cs_flag_wait(struct coll_op *op, const uint64_t *first, size_t stride, uint64_t value, int d0,
+                 int d1, int d2);
+/* Wait for one rank's counter only (its address is `flag`). */
+int cs_flag_wait_one(struct coll_op *op, const uint64_t *flag, int rank, uint64_t value, int d0,
+                     int d1, int d2);
+/* Allocate op->scratch (from the comm's pool); NULL and build_status set on
+ * failure. */
+void *cs_scratch(struct coll_op *op, size_t bytes);
+
+/* The communicator's scratch pool (coll_engine.c): the smallest kept buffer
+ * that fits, else a new one; and giving one back (kept, or freed). */
+void *coll_scratch_take(struct coll_comm *cc, size_t bytes, size_t *size_out);
+void coll_scratch_give(struct coll_comm *cc, void *buf, size_t size);
+
+/* Combine `a` (the lower-ranked contribution) and `b` into `out` so every
+ * rank computes the same bits whichever side it is on. `out` must not
+ * overlap `a` or `b`. */
+static inline int cs_combine(struct coll_op *op, void *out, const void *lower, const void *upper,
+                             size_t count, int d0, int d1, int d2)
+{
+    return cs_reduce3(op, out, lower, upper, count, d0, d1, d2);
+}
+
+/* Split `count` elements into `parts` blocks as evenly as possible: block i
+ * starts at block_off(count, parts, i) and has block_len(...) elements. */
+static inline size_t block_off(size_t count, int parts, int i)
+{
+    size_t base = count / (size_t)parts, rem = count % (size_t)parts;
+    return base * (size_t)i + ((size_t)i < rem ? (size_t)i : rem);
+}
+static inline size_t block_len(size_t count, int parts, int i)
+{
+    return count / (size_t)parts + ((size_t)i < count % (size_t)parts ? 1 : 0);
+}
+
+/* Non-power-of-two rank counts (rd, rhd): with p the largest power of two
+ * <= n and rem = n - p, the first 2*rem ranks pair up; the even one of each
+ * pair hands its vector to the odd one first and gets the result back last.
+ * The other p ranks run the power-of-two algorithm under a new rank. */
+static inline int coll_pof2(int n)
+{
+    int p = 1;
+    while (p * 2 <= n)
+        p *= 2;
+    return p;
+}
+static inline int fold_newrank(int r, int rem)
+{
+    if (r < 2 * rem)
+        return (r % 2) ? r / 2 : -1;
+    return r - rem;
+}
+static inline int fold_realrank(int nr, int rem)
+{
+    return nr < rem ? nr * 2 + 1 : nr + rem;
+}
+
+/* Pipelining: how many chunks to cut `bytes` into. */
+int coll_chunks(size_t bytes);
+
+#endif
