@@ -80,8 +80,7 @@ int gx_comm_boot_allgather(struct gx_comm *c, const void *mine, void *all, size_
 
 bool gx_comm_same_node(const struct gx_comm *c, int a, int b)
 {
-    return strcmp(gx_boot_record(c->boot, c->world_ranks[a])->node_id,
-                  gx_boot_record(c->boot, c->world_ranks[b])->node_id) == 0;
+    return c->rank_node[a] == c->rank_node[b];
 }
 
 /* ---- construction ------------------------------------------------------ */
@@ -144,34 +143,31 @@ static int place_rank(struct gx_comm *c)
     return GX_OK;
 }
 
-/* Node layout of a communicator from the members' node ids. */
+/* Node layout of a communicator from the members' node ids: every rank's
+ * node and index inside it, every node's first rank and size (nodes are
+ * numbered in order of their first rank). */
 static void compute_nodes(struct gx_comm *c)
 {
-    const char *mine = gx_boot_record(c->boot, c->world_ranks[c->rank])->node_id;
-    c->local_rank = 0;
-    c->local_size = 0;
     c->node_count = 0;
-    c->node_index = -1;
     for (int r = 0; r < c->size; r++) {
         const char *id = gx_boot_record(c->boot, c->world_ranks[r])->node_id;
-        bool first_of_node = true;
-        for (int q = 0; q < r; q++) {
-            if (strcmp(id, gx_boot_record(c->boot, c->world_ranks[q])->node_id) == 0) {
-                first_of_node = false;
-                break;
-            }
+        int node = -1;
+        for (int n = 0; n < c->node_count && node < 0; n++) {
+            const char *first = gx_boot_record(c->boot, c->world_ranks[c->node_first[n]])->node_id;
+            if (strcmp(id, first) == 0)
+                node = n;
         }
-        if (first_of_node) {
-            if (strcmp(id, mine) == 0)
-                c->node_index = c->node_count;
-            c->node_count++;
+        if (node < 0) {
+            node = c->node_count++;
+            c->node_first[node] = r;
+            c->node_size[node] = 0;
         }
-        if (strcmp(id, mine) == 0) {
-            if (r < c->rank)
-                c->local_rank++;
-            c->local_size++;
-        }
+        c->rank_node[r] = node;
+        c->rank_local[r] = c->node_size[node]++;
     }
+    c->node_index = c->rank_node[c->rank];
+    c->local_rank = c->rank_local[c->rank];
+    c->local_size = c->node_size[c->node_index];
     /* Ranks of this communicator on this machine: more than local_size when
      * "nodes" share a host (GX_NODE_ID, network namespaces). */
     const char *host = gx_boot_record(c->boot, c->world_ranks[c->rank])->host;
@@ -187,7 +183,8 @@ static struct gx_comm *comm_alloc(struct gx_boot *boot, int rank, int size)
     struct gx_comm *c = calloc(1, sizeof(*c));
     if (!c)
         return NULL;
-    c->world_ranks = malloc((size_t)size * sizeof(int));
+    /* One block: world_ranks, then the node layout (compute_nodes). */
+    c->world_ranks = malloc(5 * (size_t)size * sizeof(int));
     if (!c->world_ranks) {
         free(c);
         return NULL;
@@ -195,6 +192,10 @@ static struct gx_comm *comm_alloc(struct gx_boot *boot, int rank, int size)
     pthread_mutex_init(&c->lock, NULL);
     atomic_init(&c->async_status, GX_OK);
     atomic_init(&c->aborted, false);
+    c->rank_node = c->world_ranks + size;
+    c->rank_local = c->rank_node + size;
+    c->node_first = c->rank_local + size;
+    c->node_size = c->node_first + size;
     c->boot = boot;
     c->rank = rank;
     c->size = size;

@@ -20,10 +20,16 @@ struct gx_comm {
     int rank;
     int size;
     int *world_ranks;           /* comm rank -> world (bootstrap) rank */
-    int local_rank;
-    int local_size;
+    /* Node layout (comm.c compute_nodes; arrays share world_ranks' block):
+     * nodes are numbered in order of their lowest rank. */
+    int *rank_node;             /* comm rank -> its node */
+    int *rank_local;            /* comm rank -> its index among its node's ranks */
+    int *node_first;            /* node -> its lowest comm rank (the node's leader) */
+    int *node_size;             /* node -> its rank count */
+    int local_rank;             /* rank_local[rank] */
+    int local_size;             /* node_size[node_index] */
     int node_count;
-    int node_index;
+    int node_index;             /* rank_node[rank] */
     int host_size;              /* ranks on this machine (>= local_size: fake nodes) */
     bool oversubscribed;        /* more ranks on this machine than CPUs */
     double net_alpha, net_beta; /* probed network link (coll_probe.c); 0: not probed */

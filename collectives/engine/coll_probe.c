@@ -37,19 +37,6 @@ GX_PARAM_DEFINE(gx_param_coll_probe, "GX_COLL_PROBE", GX_PARAM_ENUM, "on", "on|o
 
 /* The first rank of node `node` (nodes numbered by their first rank, as
  * compute_nodes() does), or -1. */
-static int node_leader(const struct gx_comm *c, int node)
-{
-    int seen = 0;
-    for (int r = 0; r < c->size; r++) {
-        bool first = true;
-        for (int q = 0; q < r && first; q++)
-            first = !gx_comm_same_node(c, q, r);
-        if (first && seen++ == node)
-            return r;
-    }
-    return -1;
-}
-
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -117,7 +104,7 @@ int gx_coll_probe(struct gx_comm *c)
     double mine[2] = { 0, 0 };
     int partner = -1;
     if (c->local_rank == 0 && (c->node_index ^ 1) < c->node_count)
-        partner = node_leader(c, c->node_index ^ 1);
+        partner = c->node_first[c->node_index ^ 1];
     /* Whether to measure must agree per pair: decide from the whole job's
      * view first (an all-gather of the oversubscribed flags). */
     int32_t *flags = calloc((size_t)c->size, sizeof(*flags));
