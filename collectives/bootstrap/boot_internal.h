@@ -65,6 +65,9 @@ int boot_send_locked(struct gx_boot *boot, int peer, uint64_t comm_id, uint64_t 
 int boot_recv_locked(struct gx_boot *boot, int peer, uint64_t comm_id, uint64_t tag, void *buf,
                      size_t len, uint64_t deadline);
 int boot_progress_locked(struct gx_boot *boot, int wait_ms, int extra_fd, short extra_events);
+/* Remember the first failure (status, the rank that caused it, why) and
+ * flag it for the ABORT flood (boot_net.c). Lock held. */
+void boot_set_failure(struct gx_boot *b, int status, int failed_rank, const char *msg);
 const char *boot_op_name(uint64_t tag);
 
 #endif
