@@ -5,7 +5,7 @@ Run under gx-run with 2 (or more) ranks, with /usr/bin/python3 (Debian's
 python3-torch) and PYTHONPATH/GX_LIBRARY pointing at python/ and libgx:
 
     GX_LIBRARY=build/lib/libgx.so PYTHONPATH=python \
-        build/bin/gx-run -n 2 /usr/bin/python3 tests/ddp/torch_hook_test.py
+        build/bin/gx-run -n 2 /usr/bin/python3 tests/collectives/ddp/torch_hook_test.py
 
 Each rank trains the same small model twice for a few steps from the same
 initial weights on its own shard of fixed synthetic data, with small buckets

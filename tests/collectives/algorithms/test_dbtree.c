@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "check.h"
+#include "tests/unit/check.h"
 #include "collectives/algorithms/coll_dbtree.h"
 
 #define MAX_N 64

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../unit/check.h"
+#include "tests/unit/check.h"
 #include "collectives/ddp/ddp_internal.h"
 
 /* Bucket b as a string "9,8,7" for compact comparisons. */

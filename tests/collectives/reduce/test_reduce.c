@@ -18,7 +18,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "check.h"
+#include "tests/unit/check.h"
 #include "collectives/reduce/half.h"
 #include "collectives/reduce/reduce.h"
 #include "collectives/reduce/reduce_kernels.h"
