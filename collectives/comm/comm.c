@@ -70,6 +70,11 @@ int gx_comm_check_usable(struct gx_comm *c, const char *op)
     return GX_OK;
 }
 
+int gx_comm_op_timeout_ms(const struct gx_comm *c)
+{
+    return c->op_timeout_ms;
+}
+
 int gx_comm_boot_allgather(struct gx_comm *c, const void *mine, void *all, size_t each)
 {
     struct boot_group g = gx_comm_group(c);

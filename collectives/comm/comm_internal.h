@@ -12,6 +12,7 @@
 
 #include "collectives/bootstrap/boot.h"
 #include "collectives/bootstrap/boot_coll.h"
+#include "collectives/comm/comm_view.h"
 #include "gx/gx.h"
 
 struct gx_comm {
@@ -62,8 +63,6 @@ static inline struct boot_group gx_comm_group(const struct gx_comm *c)
 uint64_t gx_comm_next_seq(struct gx_comm *c);
 /** Deadline of a blocking operation started now. */
 uint64_t gx_comm_op_deadline(const struct gx_comm *c);
-/** Check the comm can run an operation (not aborted/finalized/failed). */
-int gx_comm_check_usable(struct gx_comm *c, const char *op);
 /** Record a failure as the comm's async error (first one wins) and return it. */
 int gx_comm_set_async_error(struct gx_comm *c, int status, const char *msg);
 /** After a failed operation: remember the error (with gx_last_error()). */

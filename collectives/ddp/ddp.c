@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "collectives/comm/comm_internal.h"
+#include "collectives/comm/comm_view.h"
 #include "collectives/ddp/ddp_internal.h"
 #include "common/clock.h"
 #include "common/log.h"
@@ -216,7 +216,7 @@ GX_API int gx_ddp_create(struct gx_comm *comm, const struct gx_ddp_param *params
     ddp->comm = comm;
     ddp->rank = gx_comm_rank(comm);
     ddp->nranks = gx_comm_size(comm);
-    ddp->op_timeout_ms = comm->op_timeout_ms;
+    ddp->op_timeout_ms = gx_comm_op_timeout_ms(comm);
     ddp->nparams = num_params;
     ddp->stats.size = sizeof(ddp->stats);
     ddp->params = calloc(num_params + 1, sizeof(*ddp->params));

@@ -21,7 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "collectives/comm/comm_internal.h"
 #include "collectives/ddp/ddp_internal.h"
 #include "common/log.h"
 
