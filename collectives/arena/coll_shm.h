@@ -15,7 +15,10 @@
  * same on every rank, so the counters need no reset.
  *
  * Owns: creating, sharing and unmapping the arena. The schedules live in
- * coll_shm.c; the flag steps run in coll_engine.c.
+ * coll_shm.c; the flag steps run in engine/coll_steps.c.
+ *
+ * Room arena/: may use the schedule builder, the flat algorithms it falls
+ * back to and the transport's provider query; never the engine's state.
  */
 #ifndef GX_COLL_SHM_H
 #define GX_COLL_SHM_H

@@ -11,6 +11,10 @@
  * peer reports a failure, the boot enters the failed state, floods an ABORT
  * message (naming the rank that failed) so ranks waiting elsewhere learn it
  * in O(log n) hops, and every later call fails with the same status.
+ *
+ * Room bootstrap/ (boot_*.c): owns the job's rendezvous, its authenticated
+ * side channel and the failure flood. Must not touch any other room of
+ * collectives/: it sits under them all (cmake/GxRooms.cmake).
  */
 #ifndef GX_BOOT_H
 #define GX_BOOT_H

@@ -1,6 +1,12 @@
 /*
  * comm_internal.h - struct gx_comm and the helpers the collectives, the
  * point-to-point layer and the DDP scheduler use. Not installed.
+ *
+ * Room comm/ (comm.c, comm_env.c, request.c): owns the communicator (its
+ * node layout, placement, lifecycle, async error) and the request objects
+ * both collectives and point-to-point calls return. It builds the transport
+ * and the arena at init/split; it must not reach into the engine, the
+ * algorithms or DDP (their hooks are declared here and implemented there).
  */
 #ifndef GX_COMM_INTERNAL_H
 #define GX_COMM_INTERNAL_H

@@ -15,6 +15,9 @@
  * serialises every gx call the scheduler makes on the communicator (launches,
  * tests, the agreement), so the scheduler never calls gx concurrently with
  * itself; `next_launch` only advances under both. Order: gx_lock, then lock.
+ *
+ * Room ddp/: a client of the collectives. It uses the public API (gx/gx.h)
+ * and comm/comm_view.h only, never the engine or the transport.
  */
 #ifndef GX_DDP_INTERNAL_H
 #define GX_DDP_INTERNAL_H

@@ -36,6 +36,8 @@
  *    with C integer division, truncating toward zero (signed) or down
  *    (unsigned). A sum that wrapped gives a meaningless average; callers
  *    averaging small integer types should widen first.
+ *
+ * Room reduce/ (reduce*.c, half.h): a leaf; the CUDA kernels go here too.
  */
 #ifndef GX_COLLECTIVES_REDUCE_H
 #define GX_COLLECTIVES_REDUCE_H

@@ -15,6 +15,10 @@
  * Flow control is the provider's (a send waits in the provider until the
  * receiver re-posts a slot). All calls take the transport lock; the fabric
  * objects are only touched under it.
+ *
+ * Room transport/ (xport*.c, p2p.c): owns the per-peer endpoints, the tagged
+ * message protocol and the public gx_send/gx_recv. Must not know about
+ * collectives: the engine posts its steps through this header only.
  */
 #ifndef GX_XPORT_H
 #define GX_XPORT_H
