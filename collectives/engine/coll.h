@@ -22,6 +22,10 @@ int coll_issue(struct gx_comm *comm, uint64_t seq, const struct coll_args *a, co
 /** Take the communicator's next collective sequence number (also for calls
  *  that fail argument checks, so a rank that skipped a call is detected). */
 uint64_t coll_next_seq(struct gx_comm *comm, int *status);
+/** A call that took `seq` failed its argument checks with `status`: the
+ *  flight recorder keeps it, so a merged dump shows where it happened. */
+void coll_note_rejected(struct gx_comm *comm, uint64_t seq, const struct coll_args *a,
+                        int status);
 
 /* ---- algorithm choice (coll_tune.c) ------------------------------------- */
 

@@ -122,8 +122,10 @@ static int coll_start(struct gx_comm *comm, struct coll_args *a, const char *fn,
     if (!req)
         return gx_fail(GX_EINVAL, GX_SUB_COLL, "%s: req is NULL", fn);
     rc = check_args(comm, a, fn);
-    if (rc != GX_OK)
+    if (rc != GX_OK) {
+        coll_note_rejected(comm, seq, a, rc);
         return rc;
+    }
     rc = coll_issue(comm, seq, a, fn, req);
     return rc == GX_OK ? GX_OK : gx_comm_note_failure(comm, rc);
 }

@@ -140,6 +140,7 @@ void coll_comm_broken(struct coll_comm *cc, int status, const char *msg, int fai
 {
     struct gx_comm *c = cc->comm;
     gx_comm_set_async_error(c, status, msg);
+    coll_flight_dump(cc->flight, c, gx_strerror(status));
     if (status != GX_EABORTED && gx_boot_failure(c->boot, NULL, 0) == GX_OK)
         gx_boot_fail(c->boot, status, failed_world_rank, msg);
     gx_xport_abort(c->xport);
@@ -223,6 +224,7 @@ void coll_op_finish(struct coll_comm *cc, struct coll_op *op)
     op->recvs_posted = 0;
     if (op->status != GX_OK)
         gx_fail(op->status, GX_SUB_COLL, "%s", op->errmsg);
+    coll_flight_finished(cc->flight, op);
     op_unlink(cc, op);
     /* A failed op's scratch may still be a receive target of a dying
      * transport: let it go with the op instead of reusing it. */
@@ -262,6 +264,8 @@ static void check_outside_failures(struct coll_comm *cc)
 bool coll_progress_locked(struct coll_comm *cc)
 {
     bool progressed = false;
+    if (coll_flight_signalled(cc->flight))
+        coll_flight_dump(cc->flight, cc->comm, "SIGUSR1");
     if (!cc->head)
         return false;
     int rc = gx_xport_progress(cc->comm->xport);
@@ -329,6 +333,7 @@ struct coll_comm *coll_comm_get(struct gx_comm *c)
             (void)gx_param_enum(&gx_param_progress, &mode);
             cc->comm = c;
             cc->memo_kind = -1;
+            cc->flight = coll_flight_new();
             cc->use_thread = mode == 0 && c->size > 1;
             pthread_mutex_init(&cc->mu, NULL);
             pthread_mutex_init(&cc->pool_mu, NULL);
@@ -379,6 +384,7 @@ void gx_coll_comm_destroy(struct gx_comm *c)
     for (int i = 0; i < SCRATCH_POOL; i++)
         free(cc->pool[i]);
     pthread_mutex_destroy(&cc->pool_mu);
+    coll_flight_free(cc->flight);
     free(cc);
     c->coll = NULL;
 }

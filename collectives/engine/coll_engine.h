@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "collectives/engine/coll.h"
+#include "collectives/engine/coll_flight.h"
 
 #define STEP_WAITING 0
 #define STEP_POSTED 1
@@ -51,6 +52,7 @@ struct coll_comm {
     pthread_mutex_t pool_mu;
     void *pool[SCRATCH_POOL];
     size_t pool_size[SCRATCH_POOL];
+    struct coll_flight *flight;    /* the last GX_FLIGHT collectives (coll_flight.c); NULL: off */
 };
 
 /* ---- coll_engine.c, for coll_issue.c ------------------------------------- */

@@ -113,6 +113,15 @@ uint64_t coll_next_seq(struct gx_comm *comm, int *status)
     return s;
 }
 
+void coll_note_rejected(struct gx_comm *comm, uint64_t seq, const struct coll_args *a,
+                        int status)
+{
+    struct coll_comm *cc = comm->coll; /* created by coll_next_seq() */
+    pthread_mutex_lock(&cc->mu);
+    coll_flight_rejected(cc->flight, seq, a, status);
+    pthread_mutex_unlock(&cc->mu);
+}
+
 /* Build the schedule for op->algo. */
 static int build(struct coll_op *op)
 {
@@ -231,6 +240,7 @@ int coll_issue(struct gx_comm *comm, uint64_t seq, const struct coll_args *a, co
         sched_yield();
         pthread_mutex_lock(&cc->mu);
     }
+    coll_flight_issued(cc->flight, op);
     op->active = true;
     if (cc->tail)
         cc->tail->next = op;

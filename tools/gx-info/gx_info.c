@@ -17,6 +17,7 @@
 #include "collectives/engine/coll.h"
 
 #include "common/param.h"
+#include "tools/gx-info/flight_merge.h"
 #include "fabric/fabric.h"
 #include "gx/gx.h"
 #include "gx_build_config.h"
@@ -165,13 +166,17 @@ int main(int argc, char **argv)
             i++;
         } else if (strcmp(argv[i], "--json") == 0) {
             json = true;
+        } else if (strcmp(argv[i], "--flight") == 0 && i + 1 < argc) {
+            return gx_flight_merge(argv[i + 1], stdout);
         } else if (strcmp(argv[i], "--env") == 0) {
             env = true;
         } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            printf("usage: gx-info [--json] [--env] [--tuning -n N [--nodes M]]\n"
+            printf("usage: gx-info [--json] [--env] [--tuning -n N [--nodes M]] [--flight DIR]\n"
                    "  (no option)  version, features and why each is off, providers, devices\n"
                    "  --json       the same as JSON\n"
                    "  --env        every GX_* variable: type, default, help, current value\n"
+                   "  --flight DIR merge the flight-recorder dumps in DIR (GX_FLIGHT_DIR) and\n"
+                   "               name the first collective where ranks diverged (exit 1)\n"
                    "  --tuning     collective algorithm per size for N ranks on M nodes, with\n"
                    "               the cost model's predicted times (honours GX_ALGO)\n");
             return 0;
