@@ -55,6 +55,10 @@ int gx_boot_recv(struct gx_boot *boot, int peer, uint64_t comm_id, uint64_t tag,
 /** Non-blocking receive: GX_INPROGRESS when the message has not arrived. */
 int gx_boot_try_recv(struct gx_boot *boot, int peer, uint64_t comm_id, uint64_t tag,
                      void *buf, size_t len);
+/** Non-blocking receive of a message with `tag` from whichever rank sent
+ *  one first (one poll of the connections); GX_INPROGRESS when none has. */
+int gx_boot_try_recv_any(struct gx_boot *boot, uint64_t comm_id, uint64_t tag, void *buf,
+                         size_t len, int *peer_out);
 /** Service connections for up to `wait_ms` (0 = just poll once). */
 int gx_boot_progress(struct gx_boot *boot, int wait_ms);
 

@@ -480,6 +480,27 @@ int gx_boot_try_recv(struct gx_boot *boot, int peer, uint64_t comm_id, uint64_t 
     return rc;
 }
 
+int gx_boot_try_recv_any(struct gx_boot *boot, uint64_t comm_id, uint64_t tag, void *buf,
+                         size_t len, int *peer_out)
+{
+    pthread_mutex_lock(&boot->lock);
+    int rc = boot_progress_locked(boot, 0, -1, 0);
+    if (rc >= 0)
+        rc = GX_INPROGRESS;
+    for (int peer = 0; rc == GX_INPROGRESS && peer < boot->size; peer++) {
+        /* Only queued messages: a closed peer is not this caller's failure. */
+        for (struct boot_msg *m = boot->in[peer].head; m; m = m->next) {
+            if (m->comm_id == comm_id && m->tag == tag && m->len == len) {
+                rc = try_recv_locked(boot, peer, comm_id, tag, buf, len);
+                *peer_out = peer;
+                break;
+            }
+        }
+    }
+    pthread_mutex_unlock(&boot->lock);
+    return rc;
+}
+
 int gx_boot_progress(struct gx_boot *boot, int wait_ms)
 {
     pthread_mutex_lock(&boot->lock);

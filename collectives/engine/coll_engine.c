@@ -165,6 +165,8 @@ static int op_advance(struct coll_comm *cc, struct coll_op *op, bool *progressed
         coll_op_set_error(op, GX_EMISMATCH, "%s", op->anomaly);
     if (op->status == GX_OK && op->first == op->nsteps)
         return GX_OK;
+    if (op->status == GX_OK)
+        coll_stall_check_op(cc, op);
     if (op->status == GX_OK && gx_ms_left(op->deadline) == 0) {
         char what[160], stall[300];
         coll_describe_op(op, what, sizeof(what));
@@ -225,6 +227,11 @@ void coll_op_finish(struct coll_comm *cc, struct coll_op *op)
     if (op->status != GX_OK)
         gx_fail(op->status, GX_SUB_COLL, "%s", op->errmsg);
     coll_flight_finished(cc->flight, op);
+    if (op->status == GX_OK) {
+        cc->last_done_seq = op->seq;
+        cc->last_done_kind = (uint8_t)op->a.kind;
+        cc->last_done_ns = gx_now_ns();
+    }
     op_unlink(cc, op);
     /* A failed op's scratch may still be a receive target of a dying
      * transport: let it go with the op instead of reusing it. */
@@ -266,6 +273,8 @@ bool coll_progress_locked(struct coll_comm *cc)
     bool progressed = false;
     if (coll_flight_signalled(cc->flight))
         coll_flight_dump(cc->flight, cc->comm, "SIGUSR1");
+    if (cc->stall && (++cc->stall_calls & 31) == 0) /* keep the clock off the hot path */
+        coll_stall_service(cc);
     if (!cc->head)
         return false;
     int rc = gx_xport_progress(cc->comm->xport);
@@ -309,7 +318,19 @@ static void *progress_main(void *arg)
     for (;;) {
         while (!cc->stop && (!cc->head || cc->waiters > 0)) {
             idle = 0;
-            pthread_cond_wait(&cc->cond, &cc->mu);
+            int nap_ms = coll_stall_idle_ms(cc);
+            if (nap_ms == 0) {
+                pthread_cond_wait(&cc->cond, &cc->mu);
+                continue;
+            }
+            /* The stall report: answer rank 0's survey even while idle. */
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_nsec += (long)nap_ms * 1000000L;
+            until.tv_sec += until.tv_nsec / 1000000000L;
+            until.tv_nsec %= 1000000000L;
+            pthread_cond_timedwait(&cc->cond, &cc->mu, &until);
+            coll_stall_service(cc);
         }
         if (cc->stop)
             break;
@@ -334,6 +355,7 @@ struct coll_comm *coll_comm_get(struct gx_comm *c)
             cc->comm = c;
             cc->memo_kind = -1;
             cc->flight = coll_flight_new();
+            coll_stall_init(cc);
             cc->use_thread = mode == 0 && c->size > 1;
             pthread_mutex_init(&cc->mu, NULL);
             pthread_mutex_init(&cc->pool_mu, NULL);
@@ -385,6 +407,7 @@ void gx_coll_comm_destroy(struct gx_comm *c)
         free(cc->pool[i]);
     pthread_mutex_destroy(&cc->pool_mu);
     coll_flight_free(cc->flight);
+    coll_stall_fini(cc);
     free(cc);
     c->coll = NULL;
 }

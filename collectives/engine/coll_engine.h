@@ -15,6 +15,7 @@
 
 #include "collectives/engine/coll.h"
 #include "collectives/engine/coll_flight.h"
+#include "collectives/engine/coll_stall.h"
 
 #define STEP_WAITING 0
 #define STEP_POSTED 1
@@ -52,7 +53,12 @@ struct coll_comm {
     pthread_mutex_t pool_mu;
     void *pool[SCRATCH_POOL];
     size_t pool_size[SCRATCH_POOL];
-    struct coll_flight *flight;    /* the last GX_FLIGHT collectives (coll_flight.c); NULL: off */
+    struct coll_flight *flight;
+    struct coll_stall *stall;      /* GX_STALL_WARN (coll_stall.c); NULL: off */
+    unsigned stall_calls;          /* engine passes: the service runs every 32nd */
+    /* What this rank last issued and completed (stall survey answers). */
+    uint64_t last_issued_seq, last_done_seq, last_done_ns;
+    uint8_t last_issued_kind, last_done_kind;    /* the last GX_FLIGHT collectives (coll_flight.c); NULL: off */
 };
 
 /* ---- coll_engine.c, for coll_issue.c ------------------------------------- */

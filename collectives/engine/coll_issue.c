@@ -174,6 +174,7 @@ int coll_issue(struct gx_comm *comm, uint64_t seq, const struct coll_args *a, co
     op->cc = cc;
     op->a = *a;
     op->seq = seq;
+    op->issued_ns = gx_now_ns();
     op->desc_recv_step = -1;
     if (a->op != GX_REDOP_COUNT) {
         int rc = gx_reduce_lookup(a->dtype, a->op, &op->fn);
@@ -241,6 +242,8 @@ int coll_issue(struct gx_comm *comm, uint64_t seq, const struct coll_args *a, co
         pthread_mutex_lock(&cc->mu);
     }
     coll_flight_issued(cc->flight, op);
+    cc->last_issued_seq = op->seq;
+    cc->last_issued_kind = (uint8_t)a->kind;
     op->active = true;
     if (cc->tail)
         cc->tail->next = op;

@@ -105,6 +105,8 @@ struct coll_op {
     enum coll_algo algo;
     uint64_t seq;
     uint64_t deadline;
+    uint64_t issued_ns;     /* gx_now_ns() at issue (the stall report) */
+    bool stall_warned;      /* GX_STALL_WARN logged for it */
     gx_reduce_fn fn;
     gx_reduce3_fn fn3;
 

@@ -8,6 +8,9 @@
  *   flight_check signal      rank 0 waits in all-reduce #4 for ranks that
  *                            sleep; a SIGUSR1 then must write its dump while
  *                            it waits, with #4 in flight; then all finish
+ *   flight_check late        two all-reduces, then the last rank writes its
+ *                            pid to $LATE_PID_FILE and sleeps $LATE_SLEEP s
+ *                            before all-reduce #3 (the stall report's case)
  *
  * Prints "PASS rank R: ..." on success; exits non-zero with the reason.
  */
@@ -75,9 +78,26 @@ static int check_signal(struct gx_comm *comm, int rank)
     return 0;
 }
 
+static int check_late(struct gx_comm *comm, int rank, int size)
+{
+    allreduces(comm, 2);
+    if (rank == size - 1) {
+        const char *pidfile = getenv("LATE_PID_FILE"), *secs = getenv("LATE_SLEEP");
+        CHECK(pidfile && secs, "LATE_PID_FILE and LATE_SLEEP must be set");
+        FILE *f = fopen(pidfile, "w");
+        CHECK(f != NULL, "cannot write %s", pidfile);
+        fprintf(f, "%d\n", (int)getpid());
+        fclose(f);
+        sleep((unsigned)atoi(secs));
+    }
+    allreduces(comm, 1);
+    printf("PASS rank %d: all-reduce #3 completed after the late rank came\n", rank);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    CHECK(argc == 2, "usage: flight_check mismatch|signal");
+    CHECK(argc == 2, "usage: flight_check mismatch|signal|late");
     struct gx_comm *comm = NULL;
     int rc = gx_comm_init_env(&comm);
     CHECK(rc == GX_OK, "gx_comm_init_env: %s", gx_strerror(rc));
@@ -86,6 +106,8 @@ int main(int argc, char **argv)
         rc = check_mismatch(comm, rank);
     else if (strcmp(argv[1], "signal") == 0)
         rc = check_signal(comm, rank);
+    else if (strcmp(argv[1], "late") == 0)
+        rc = check_late(comm, rank, gx_comm_size(comm));
     else
         CHECK(0, "unknown scenario '%s'", argv[1]);
     gx_comm_destroy(comm);
