@@ -16,6 +16,7 @@
 #include "collectives/comm/comm_internal.h"
 #include "collectives/comm/request.h"
 #include "collectives/engine/coll_engine.h"
+#include "collectives/engine/coll_fault.h"
 #include "common/clock.h"
 #include "common/log.h"
 
@@ -167,6 +168,9 @@ int coll_issue(struct gx_comm *comm, uint64_t seq, const struct coll_args *a, co
                struct gx_request **req_out)
 {
     struct coll_comm *cc = comm->coll; /* created by coll_next_seq() */
+    int frc = coll_fault_setup();
+    if (frc != GX_OK)
+        return frc;
     struct coll_op *op = calloc(1, sizeof(*op));
     if (!op)
         return gx_fail(GX_ENOMEM, GX_SUB_COLL, "%s: out of memory", fn);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "collectives/engine/coll_engine.h"
+#include "collectives/engine/coll_fault.h"
 #include "collectives/arena/coll_shm.h"
 #include "collectives/comm/comm_internal.h"
 #include "common/log.h"
@@ -147,10 +148,33 @@ static void run_flag_wait(struct coll_op *op, struct coll_step *s)
     s->state = STEP_DONE;
 }
 
+/* GX_FAULT (coll_fault.c): true when the step was consumed by a fault. */
+static bool inject_fault(struct coll_op *op, struct coll_step *s)
+{
+    int delay_ms = 0;
+    enum coll_fault_action f = coll_fault_at_step(op->comm, op->seq, (int)(s - op->steps),
+                                                  s->kind == CS_SEND, &delay_ms);
+    if (f == COLL_FAULT_DROP) {
+        /* Lost on the wire: the send completes, the receiver waits. */
+        memset(&s->xop, 0, sizeof(s->xop));
+        s->xop.status = GX_OK;
+        __atomic_store_n(&s->xop.done, true, __ATOMIC_RELEASE);
+        s->state = STEP_POSTED;
+        return true;
+    }
+    if (f == COLL_FAULT_CLOSE)
+        gx_xport_inject(op->comm->xport, s->peer, XP_INJECT_CLOSE);
+    else if (f == COLL_FAULT_REGFAIL)
+        gx_xport_inject(op->comm->xport, s->peer, XP_INJECT_REGFAIL);
+    return false;
+}
+
 static void run_step(struct coll_op *op, struct coll_step *s)
 {
     struct gx_xport *x = op->comm->xport;
     int rc = GX_OK;
+    if ((s->kind == CS_SEND || s->kind == CS_RECV) && coll_fault_any() && inject_fault(op, s))
+        return;
     switch (s->kind) {
     case CS_SEND:
         rc = gx_xport_send(x, &s->xop, s->peer, step_tag(op, s), s->src, s->len);

@@ -77,4 +77,10 @@ int gx_xport_progress(struct gx_xport *x);
 /** Name of the provider used to reach `peer` ("shm", "tcp", "self"). */
 const char *gx_xport_provider_of(const struct gx_xport *x, int peer);
 
+/* Fault injection (GX_FAULT, engine/coll_fault.c): break the link to
+ * `peer` as a failed connection would, or make the next memory
+ * registration fail. */
+enum xp_inject { XP_INJECT_CLOSE = 1, XP_INJECT_REGFAIL };
+void gx_xport_inject(struct gx_xport *x, int peer, enum xp_inject what);
+
 #endif

@@ -76,6 +76,7 @@ struct gx_xport {
     uint32_t next_send_id;
     uint32_t next_recv_id;
     struct xp_op *rndv[XP_RNDV_TABLE];           /* receives by recv_id % table */
+    bool inject_regfail;                         /* GX_FAULT: fail the next registration */
 };
 
 /* xport_p2p.c */

@@ -101,6 +101,25 @@ static int post_msg(struct xp_peer *p, struct xp_slot *slot, int type, uint32_t 
     return rc;
 }
 
+/* GX_FAULT regfail: the registration fails as a pinned-memory limit would. */
+static int take_injected_regfail(struct gx_xport *x)
+{
+    if (!x->inject_regfail)
+        return GX_OK;
+    x->inject_regfail = false;
+    return gx_fail(GX_ENOMEM, GX_SUB_COLL, "memory registration failed (injected by GX_FAULT)");
+}
+
+void gx_xport_inject(struct gx_xport *x, int peer, enum xp_inject what)
+{
+    pthread_mutex_lock(&x->lock);
+    if (what == XP_INJECT_REGFAIL)
+        x->inject_regfail = true;
+    else if (peer >= 0 && peer < x->size && peer != x->rank)
+        xp_fail_peer(&x->peers[peer], GX_EPEER, "the connection was closed (injected by GX_FAULT)");
+    pthread_mutex_unlock(&x->lock);
+}
+
 void xp_fail_peer(struct xp_peer *p, int status, const char *why)
 {
     struct gx_xport *x = p->x;
@@ -233,7 +252,9 @@ static void start_rndv_recv(struct xp_peer *p, struct xp_op *op, const struct xp
         return;
     }
     struct gx_fab_rcache_entry *e = NULL;
-    int rc = gx_fab_rcache_get(p->d->rcache_recv, op->buf, rts->size, GX_FAB_MEM_HOST, &e);
+    int rc = take_injected_regfail(x);
+    if (rc == GX_OK)
+        rc = gx_fab_rcache_get(p->d->rcache_recv, op->buf, rts->size, GX_FAB_MEM_HOST, &e);
     if (rc == GX_OK)
         rc = gx_fab_mr_pack_rkey(gx_fab_rcache_handle(e), &cts.rkey);
     if (rc != GX_OK) {
@@ -304,7 +325,9 @@ static void on_message(struct xp_peer *p, uint8_t type, uint32_t tag, const void
             return;
         }
         struct gx_fab_rcache_entry *e = NULL;
-        int rc = gx_fab_rcache_get(p->d->rcache_send, op->buf, op->len, GX_FAB_MEM_HOST, &e);
+        int rc = take_injected_regfail(p->x);
+        if (rc == GX_OK)
+            rc = gx_fab_rcache_get(p->d->rcache_send, op->buf, op->len, GX_FAB_MEM_HOST, &e);
         if (rc == GX_OK) {
             op->reg = e;
             op->state = XP_ST_WRITING;
