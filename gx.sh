@@ -2,10 +2,12 @@
 # gx.sh - build, demo and test gx on a Debian 12 machine.
 #
 #   ./gx.sh demo            install what is missing, build, run the demo job
-#   ./gx.sh test [--long] [--quick]
+#   ./gx.sh test [--long] [--chaos] [--quick]
 #                           install what is missing, build with tests, run ctest;
 #                           then rebuild with ASan+UBSan and with TSan and run
-#                           the suites marked for them (--quick skips those)
+#                           the suites marked for them (--quick skips those);
+#                           --long adds soaks and sweeps, --chaos the chaos
+#                           trials (random kills; figures in chaos-report.txt)
 #   ./gx.sh build           configure and build only
 #   ./gx.sh deps [test]     install (or, when not root, print) the Debian packages
 #
@@ -21,7 +23,7 @@ TEST_PKGS=(python3 iproute2 ibverbs-utils perftest procps clang-14 libclang-rt-1
 # Under ASan+UBSan: everything but the long runs and what is marked "nosan"
 # (the heavy collectives matrix, whose trimmed twin is labelled "sanitize").
 # Under TSan: the suites that exercise threads ("tsan", "sanitize").
-ASAN_EXCLUDE='long|nosan'
+ASAN_EXCLUDE='long|nosan|chaos'
 TSAN_LABELS='tsan|sanitize'
 
 
@@ -75,10 +77,12 @@ demo)
 test)
     long=0
     quick=0
+    chaos=0
     for a in "$@"; do
         case "$a" in
         --long) long=1 ;;
         --quick) quick=1 ;;
+        --chaos) chaos=1 ;;
         *) echo "gx.sh test: unknown option $a" >&2; exit 2 ;;
         esac
     done
@@ -87,9 +91,15 @@ test)
     say "running the test suite"
     args=(--test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" --timeout 600)
     if [ $long -eq 1 ]; then
-        ctest "${args[@]}"
+        ctest "${args[@]}" -LE chaos
     else
-        ctest "${args[@]}" -LE long
+        ctest "${args[@]}" -LE 'long|chaos'
+    fi
+    if [ $chaos -eq 1 ]; then
+        say "chaos trials (random kills and stops; about 15 minutes)"
+        rm -f "$BUILD_DIR/chaos-report.txt"
+        ctest --test-dir "$BUILD_DIR" --output-on-failure --timeout 3000 -L chaos
+        cat "$BUILD_DIR/chaos-report.txt"
     fi
     [ $quick -eq 1 ] && exit 0
     say "ASan + UBSan build and run"
@@ -105,7 +115,7 @@ test)
         ctest --test-dir "$BUILD_DIR-tsan" --output-on-failure -j "$JOBS" --timeout 900 -L "$TSAN_LABELS"
     ;;
 help|-h|--help)
-    sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
     ;;
 *)
     echo "gx.sh: unknown command '$cmd' (demo, test, build, deps)" >&2

@@ -1,11 +1,14 @@
 /*
- * coll_stall.c - the stall report and rank 0's survey (see coll_stall.h).
+ * coll_stall.c - the stall report and the survey (see coll_stall.h).
  *
  * Messages (struct stall_msg, one size for all) travel on the bootstrap
  * under the communicator's id XOR STALL_COMM_SALT:
- *   NOTE   any rank -> rank 0: "my collective #seq has waited GX_STALL_WARN"
- *   QUERY  rank 0 -> every rank: "what did you last issue and complete?"
- *   REPLY  every rank -> rank 0: the answer, tagged with the survey's id
+ *   NOTE   a stalled rank -> the surveyor: "my #seq has waited GX_STALL_WARN"
+ *   QUERY  the surveyor -> every rank: "what did you last issue and complete?"
+ *   REPLY  every rank -> the surveyor: the answer, tagged with the survey's id
+ * The surveyor is rank 0; a stalled rank that gets no QUERY within
+ * NOTE_FALLBACK_MS notes rank 1, then 2, ... (or surveys itself when its
+ * turn comes), so a stopped or dead rank 0 does not silence the report.
  * A survey waits SURVEY_GRACE_MS for the replies, then logs one summary.
  */
 #include <stdio.h>
@@ -22,7 +25,8 @@
 
 GX_PARAM_DEFINE(gx_param_stall_warn, "GX_STALL_WARN", GX_PARAM_INT, "60", NULL,
                 "Seconds a collective may wait before each waiting rank logs what it waits for "
-                "and rank 0 asks every rank (over the bootstrap) what it last did; 0: off. "
+                "and rank 0 (or the next rank, if rank 0 is silent) asks every rank over the "
+                "bootstrap what it last did; 0: off. "
                 "Keep it well below GX_TIMEOUT.");
 
 #define STALL_COMM_SALT 0x5354414c4c5f5f31ull /* "STALL__1" */
@@ -30,6 +34,7 @@ GX_PARAM_DEFINE(gx_param_stall_warn, "GX_STALL_WARN", GX_PARAM_INT, "60", NULL,
 #define STALL_SERVICE_NS 100000000ull         /* look at the bootstrap at most 10x a second */
 #define STALL_IDLE_MS 200                     /* idle progress thread wakes this often */
 #define SURVEY_GRACE_MS 2000
+#define NOTE_FALLBACK_MS 1000                 /* no query this long: note the next rank */
 #define STALL_SEND_MS 200                     /* a send to a rank that does not read */
 
 enum stall_type { STALL_NOTE = 1, STALL_QUERY = 2, STALL_REPLY = 3 };
@@ -56,7 +61,14 @@ struct stall_reply {
 struct coll_stall {
     int warn_ms;
     uint64_t next_service_ns;
-    /* rank 0 */
+    /* This rank's stalled collective and whom it told (the surveyor role
+     * falls back along ranks 0, 1, 2, ... while nobody queries us). */
+    uint64_t stalled_seq;
+    uint8_t stalled_kind;
+    int note_target;
+    uint64_t note_ns;
+    bool queried;
+    /* The survey this rank runs, as the surveyor. */
     bool surveying;
     uint64_t survey_id, survey_seq, surveyed_up_to;
     uint8_t survey_kind;
@@ -113,16 +125,10 @@ static void send_to(struct coll_comm *cc, int comm_rank, struct stall_msg *m)
                        gx_deadline_after_ms(STALL_SEND_MS));
 }
 
-static bool recv_from(struct coll_comm *cc, int comm_rank, enum stall_type t, struct stall_msg *m)
-{
-    struct gx_comm *c = cc->comm;
-    return gx_boot_try_recv(c->boot, c->world_ranks[comm_rank], stall_comm(cc), stall_tag(t), m,
-                            sizeof(*m)) == GX_OK &&
-           m->magic == STALL_MAGIC && m->type == t;
-}
-
-/* Rank 0: one poll of the bootstrap, whichever rank sent. Messages of
- * other communicators sharing the bootstrap have other comm ids. */
+/* One poll of the bootstrap, whichever rank sent. Messages of other
+ * communicators sharing the bootstrap have other comm ids. It only reads
+ * what has arrived: a closed connection is not the stall report's to
+ * judge (blaming it here once named a survivor instead of a dead rank). */
 static bool recv_any(struct coll_comm *cc, enum stall_type t, struct stall_msg *m, int *world)
 {
     return gx_boot_try_recv_any(cc->comm->boot, stall_comm(cc), stall_tag(t), m, sizeof(*m),
@@ -151,8 +157,11 @@ static void survey_start(struct coll_comm *cc, uint64_t seq, uint8_t kind)
     st->survey_end_ns = gx_now_ns() + SURVEY_GRACE_MS * 1000000ull;
     memset(st->replies, 0, (size_t)cc->comm->size * sizeof(*st->replies));
     struct stall_msg q = { .type = STALL_QUERY, .kind = kind, .survey = st->survey_id, .seq = seq };
-    for (int r = 1; r < cc->comm->size; r++)
-        send_to(cc, r, &q);
+    for (int r = 0; r < cc->comm->size; r++)
+        if (r != cc->comm->rank)
+            send_to(cc, r, &q);
+    if (st->stalled_seq == seq)
+        st->queried = true;
 }
 
 /* What this rank last did, as a reply to `survey`. */
@@ -179,7 +188,7 @@ static void survey_report(struct coll_comm *cc)
 {
     struct coll_stall *st = cc->stall;
     struct gx_comm *c = cc->comm;
-    st->replies[0] = (struct stall_reply){ true, my_state(cc, st->survey_id) };
+    st->replies[c->rank] = (struct stall_reply){ true, my_state(cc, st->survey_id) };
     char waiting[256] = "", silent[256] = "", never[1024] = "", past[256] = "";
     for (int r = 0; r < c->size; r++) {
         const struct stall_reply *rp = &st->replies[r];
@@ -201,14 +210,28 @@ static void survey_report(struct coll_comm *cc)
             list_add(waiting, sizeof(waiting), r);
         }
     }
-    GX_WARN(GX_SUB_COLL, "stall survey of %s #%llu on communicator '%s': %s%s%s%s%s%s%s%s",
+    GX_WARN(GX_SUB_COLL, "stall survey of %s #%llu on communicator '%s' (by rank %d): %s%s%s%s%s%s%s%s",
             coll_kind_name((enum coll_kind)st->survey_kind),
-            (unsigned long long)st->survey_seq, c->name, never,
+            (unsigned long long)st->survey_seq, c->name, c->rank, never,
             silent[0] ? (never[0] ? "; no answer from ranks " : "no answer from ranks ") : "",
             silent, silent[0] ? " (stopped, dead, or never ran a collective)" : "",
             waiting[0] ? "; ranks waiting in it: " : "", waiting,
             past[0] ? "; ranks past it: " : "", past);
     st->surveying = false;
+}
+
+/* Tell the current surveyor candidate, or survey ourselves when it is us. */
+static void note_stall(struct coll_comm *cc)
+{
+    struct coll_stall *st = cc->stall;
+    st->note_ns = gx_now_ns();
+    if (st->note_target == cc->comm->rank) {
+        survey_start(cc, st->stalled_seq, st->stalled_kind);
+        return;
+    }
+    struct stall_msg note = { .type = STALL_NOTE, .kind = st->stalled_kind,
+                              .seq = st->stalled_seq };
+    send_to(cc, st->note_target, &note);
 }
 
 void coll_stall_check_op(struct coll_comm *cc, struct coll_op *op)
@@ -222,12 +245,13 @@ void coll_stall_check_op(struct coll_comm *cc, struct coll_op *op)
     coll_stall_report(op, waits, sizeof(waits));
     GX_WARN(GX_SUB_COLL, "%s has waited %.1f s (GX_STALL_WARN); step %d of %d; waiting on: %s",
             what, (double)(gx_now_ns() - op->issued_ns) / 1e9, op->first, op->nsteps, waits);
-    if (cc->comm->rank == 0) {
-        survey_start(cc, op->seq, (uint8_t)op->a.kind);
-    } else {
-        struct stall_msg note = { .type = STALL_NOTE, .kind = (uint8_t)op->a.kind, .seq = op->seq };
-        send_to(cc, 0, &note);
-    }
+    if (op->seq <= st->stalled_seq)
+        return;
+    st->stalled_seq = op->seq;
+    st->stalled_kind = (uint8_t)op->a.kind;
+    st->queried = false;
+    st->note_target = 0;
+    note_stall(cc);
 }
 
 void coll_stall_service(struct coll_comm *cc)
@@ -238,26 +262,36 @@ void coll_stall_service(struct coll_comm *cc)
     st->next_service_ns = gx_now_ns() + STALL_SERVICE_NS;
     struct gx_comm *c = cc->comm;
     struct stall_msg m;
-    if (c->rank != 0) {
-        while (recv_from(cc, 0, STALL_QUERY, &m)) {
-            struct stall_msg reply = my_state(cc, m.survey);
-            send_to(cc, 0, &reply);
-        }
-        return;
-    }
     int world;
+    while (recv_any(cc, STALL_QUERY, &m, &world)) {
+        int from = comm_rank_of(c, world);
+        if (from < 0)
+            continue;
+        if (m.seq >= st->stalled_seq)
+            st->queried = true; /* somebody surveys our stall */
+        struct stall_msg reply = my_state(cc, m.survey);
+        send_to(cc, from, &reply);
+    }
     while (recv_any(cc, STALL_NOTE, &m, &world))
         survey_start(cc, m.seq, m.kind);
+    /* Our surveyor candidate is silent (stopped, dead, or not in gx): the
+     * next rank in order takes the role; every stalled rank walks the same
+     * order, so they meet at the first rank that answers. */
+    if (st->stalled_seq && !st->queried && st->note_target < c->size - 1 &&
+        gx_now_ns() - st->note_ns >= NOTE_FALLBACK_MS * 1000000ull && !st->surveying) {
+        st->note_target++;
+        note_stall(cc);
+    }
     while (recv_any(cc, STALL_REPLY, &m, &world)) {
         int r = comm_rank_of(c, world);
-        if (st->surveying && m.survey == st->survey_id && r > 0)
+        if (st->surveying && m.survey == st->survey_id && r >= 0)
             st->replies[r] = (struct stall_reply){ true, m };
     }
     if (!st->surveying)
         return;
     bool all = true;
-    for (int r = 1; r < c->size && all; r++)
-        all = st->replies[r].answered;
+    for (int r = 0; r < c->size && all; r++)
+        all = r == c->rank || st->replies[r].answered;
     if (all || gx_now_ns() >= st->survey_end_ns)
         survey_report(cc);
 }

@@ -3,9 +3,10 @@
  * GX_STALL_WARN seconds (well before GX_TIMEOUT) makes its rank log one line
  * naming the collective and the peers it waits for, and tells the
  * communicator's rank 0 through the bootstrap (a side path that still works
- * when the data path is stuck). Rank 0 then asks every rank what it last
- * issued and completed, and logs who never entered the collective, who is
- * waiting in it and who did not answer, e.g.
+ * when the data path is stuck; when rank 0 is silent, the next rank takes
+ * its role). The surveyor then asks every rank what it last issued and
+ * completed, and logs who never entered the collective, who is waiting in
+ * it and who did not answer, e.g.
  *   "stall survey of allreduce #1842 on communicator 'world': rank 9 never
  *    entered it (last completed broadcast #1841 38.0 s ago); rank 5 did not
  *    answer (stopped, dead or busy outside gx); ranks 0-4,6-8 wait in it"

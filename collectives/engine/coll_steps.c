@@ -222,6 +222,14 @@ static void run_step(struct coll_op *op, struct coll_step *s)
         char what[160];
         coll_describe_op(op, what, sizeof(what));
         coll_op_set_error(op, rc, "%s failed posting to rank %d: %s", what, s->peer, gx_last_error());
+        if (s->kind == CS_SEND || s->kind == CS_RECV) {
+            /* A link found broken at posting is a failed message like one
+             * found broken at completion: the engine then waits briefly for
+             * the root cause another rank reports (the peer may be a
+             * survivor that exited after its own failure). */
+            s->xop.status = rc;
+            s->state = STEP_DONE;
+        }
         return;
     }
     s->state = (s->kind == CS_SEND || s->kind == CS_RECV) ? STEP_POSTED : STEP_DONE;
