@@ -133,6 +133,12 @@ static int measure_pair(struct accept_ctx *x, int peer_node, char *buf, double *
 int accept_p2p_matrix(struct accept_ctx *x)
 {
     int n = x->nnodes, rc = 0;
+    if (n < 2) {
+        if (x->rank == 0)
+            accept_add(x->res, "fabric", "p2p", "all nodes", ACCEPT_SKIP,
+                       "one node: no pair of nodes to measure");
+        return 0;
+    }
     double *row = malloc(sizeof(double) * 2 * (size_t)n);
     double *all = x->rank == 0 ? malloc(sizeof(double) * 2 * (size_t)n * (size_t)x->nranks) : NULL;
     char *buf = malloc((size_t)x->spec.p2p_message_bytes);
