@@ -11,10 +11,10 @@ trap 'rm -rf "$dir"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 command -v python3 >/dev/null 2>&1 || { echo "SKIP: python3 not installed"; exit 77; }
 
-nics=$(GX_DEBUG=none "$(dirname "$gxaccept")/gx-topo" --json | python3 -c 'import json,sys
+nics=$(GX_DEBUG=none ASAN_OPTIONS=detect_leaks=0 "$(dirname "$gxaccept")/gx-topo" --json | python3 -c 'import json,sys
 k=[x["kind"] for x in json.load(sys.stdin)["devices"]]; print(k.count("rdma") or k.count("eth"))') ||
     fail "gx-topo --json"
-gpus=$(GX_DEBUG=none "$(dirname "$gxaccept")/gx-topo" --json | python3 -c 'import json,sys
+gpus=$(GX_DEBUG=none ASAN_OPTIONS=detect_leaks=0 "$(dirname "$gxaccept")/gx-topo" --json | python3 -c 'import json,sys
 print([x["kind"] for x in json.load(sys.stdin)["devices"]].count("gpu"))')
 
 spec() { # $1 = all-reduce threshold line

@@ -13,6 +13,8 @@
 #         heatmap cell count in the rendered DOM, outlier and normal colours
 #         in the pixels (tests/accept/check_report.py).
 #   soak  (long) the tbf-free run with a 60 s soak and full sweeps.
+# KEEP_DIR=1 keeps the outputs, SWEEP_MAX=BYTES makes the tbf sweeps longer,
+# SHOT_OUT=FILE keeps the html case's screenshot (docs/accept-report.png).
 # Needs root, iproute2 and tc; exits 77 (skip) when they are missing.
 set -u
 case_=$1 gxrun=$2 gxaccept=$3 src=$4
@@ -122,14 +124,14 @@ unlimit() { ip netns exec "${tag}n2" tc qdisc del dev gxac0 root; }
 
 # The NICs a node sees in its namespace, as the topology layer counts them
 # (RDMA NICs, or Ethernet NICs when none): the spec expects exactly that.
-NICS=$(ip netns exec "${tag}n0" env GX_DEBUG=none "$(dirname "$gxaccept")/gx-topo" --json |
+NICS=$(ip netns exec "${tag}n0" env GX_DEBUG=none ASAN_OPTIONS=detect_leaks=0 "$(dirname "$gxaccept")/gx-topo" --json |
     python3 -c 'import json,sys; d=json.load(sys.stdin)["devices"]
 k=[x["kind"] for x in d]; print(k.count("rdma") or k.count("eth"))') ||
     fail "gx-topo --json in a namespace"
 
 case $case_ in
 tbf|html)
-    spec_tbf 1 65536
+    spec_tbf 1 "${SWEEP_MAX:-65536}"
     limit || { echo "SKIP: tc tbf is not available in this kernel"; exit 77; }
     run_accept "$dir/limited" "$dir/spec.json"
     c=$dir/limited/console
@@ -162,7 +164,7 @@ nics)
 EOF
     fixtures=$src/tests/fixtures/topo
     "$gxaccept" --help >/dev/null || fail "gx-accept --help"
-    GX_TOPO_FILE=$fixtures/cpu2s.xml GX_DEBUG=none "$(dirname "$gxaccept")/gx-topo" >/dev/null 2>&1 ||
+    GX_TOPO_FILE=$fixtures/cpu2s.xml GX_DEBUG=none ASAN_OPTIONS=detect_leaks=0 "$(dirname "$gxaccept")/gx-topo" >/dev/null 2>&1 ||
         { echo "SKIP: this gx cannot read hwloc XML topologies (built without hwloc)"; exit 77; }
     TOPO_0=$fixtures/cpu2s.xml TOPO_1=$fixtures/self.xml TOPO_2=$fixtures/cpu2s.xml \
         TOPO_3=$fixtures/cpu2s.xml run_accept "$dir/nics" "$dir/spec.json"

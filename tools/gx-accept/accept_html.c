@@ -40,14 +40,14 @@ static void size_label(char *out, size_t len, double bytes)
 
 static void heatmap(FILE *out, const struct accept_results *r)
 {
-    int n = r->nnodes, cell = n > 16 ? 24 : 56, left = 120, top = 110;
+    int n = r->nnodes, cell = n > 16 ? 24 : 56, left = 120, top = 80;
     double vals[4096];
     int k = 0;
     for (int i = 0; i < n * n && k < 4096; i++)
         if (i / n != i % n && r->pair_gbs[i] >= 0)
             vals[k++] = r->pair_gbs[i];
     double med = accept_median(vals, k);
-    int w = left + n * cell + 20, h = top + n * cell + 50;
+    int w = left + (n * cell > 4 * 90 ? n * cell : 4 * 90) + 20, h = top + n * cell + 50;
     fprintf(out, "<h2>Point-to-point bandwidth</h2>\n<p>Row sends to column, GB/s. Median link "
             "%.3f GB/s; colours against the median (outlier below %.0f%%).</p>\n", med,
             100 * r->spec->outlier_fraction);
@@ -188,7 +188,7 @@ int accept_report_html(FILE *out, const struct accept_results *r)
     esc(out, r->spec->name[0] ? r->spec->name : "acceptance");
     fputs("</title>\n<style>\nbody{font-family:sans-serif;margin:24px;color:#222;max-width:1100px}\n"
           "table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ccc;padding:3px 8px;"
-          "text-align:left;vertical-align:top;font-size:13px}\n"
+          "text-align:left;vertical-align:top;font-size:13px}td:nth-child(3){white-space:nowrap}\n"
           "tr.FAIL td:first-child{background:#f4cccc;font-weight:bold}tr.pass td:first-child"
           "{background:#d9ead3}tr.skip td:first-child{background:#eeeeee}\n"
           ".verdict{font-size:20px;font-weight:bold;padding:6px 12px;display:inline-block}\n"
