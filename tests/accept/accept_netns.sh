@@ -13,7 +13,7 @@
 #         heatmap cell count in the rendered DOM, outlier and normal colours
 #         in the pixels (tests/accept/check_report.py).
 #   soak  (long) the tbf-free run with a 60 s soak and full sweeps.
-# KEEP_DIR=1 keeps the outputs, SWEEP_MAX=BYTES makes the tbf sweeps longer,
+# RANKS_PER_NODE=N runs N ranks per node (default 1), KEEP_DIR=1 keeps the outputs, SWEEP_MAX=BYTES makes the tbf sweeps longer,
 # SHOT_OUT=FILE keeps the html case's screenshot (docs/accept-report.png).
 # Needs root, iproute2 and tc; exits 77 (skip) when they are missing.
 set -u
@@ -66,7 +66,7 @@ run_accept() {
         local envs=(env GX_SOCKET_IFNAME=gxac0 GX_DEBUG=warn)
         local topo_var="TOPO_$k"
         [ -n "${!topo_var:-}" ] && envs+=("GX_TOPO_FILE=${!topo_var}")
-        local cmd=(ip netns exec "${tag}n$k" "${envs[@]}" "$gxrun" -n 1 --nnodes 4
+        local cmd=(ip netns exec "${tag}n$k" "${envs[@]}" "$gxrun" -n "${RANKS_PER_NODE:-1}" --nnodes 4
                    --node-rank "$k" --master "$net.1:$port" --job-key "$key"
                    --node-id "${names[$k]}" --timeout 150 "$gxaccept" --spec "$spec"
                    --out "$out")
@@ -91,7 +91,7 @@ spec_tbf() { # $1 = soak seconds, $2 = sweep max bytes
   "version": 1,
   "name": "netns rack of 4",
   "nodes": 4,
-  "ranks_per_node": 1,
+  "ranks_per_node": ${RANKS_PER_NODE:-1},
   "node": { "gpus": 0, "nics": ${NICS:-0} },
   "clock": { "max_skew_ms": 50 },
   "p2p": { "bytes": 4194304, "message_bytes": 262144, "repeats": 5, "min_gbs": 0.03,

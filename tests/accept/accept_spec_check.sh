@@ -165,6 +165,9 @@ else
     fails=$((fails + 1))
 fi
 
+# Mutated specs never crash the reader (exit 0 or 2, the file named).
+python3 "$here/spec_fuzz.py" "$gxaccept" "$dir/escapes.json" "$dir" || fails=$((fails + 1))
+
 # A planted symbolic link is refused, and so is a missing file.
 echo '{"version": 1, "node": {"gpus": 0, "nics": 1}}' >"$dir/real.json"
 ln -s "$dir/real.json" "$dir/link.json"

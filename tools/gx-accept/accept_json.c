@@ -325,7 +325,8 @@ static int parse_value(struct reader *r, struct accept_json *v, int depth)
             v->type = ACCEPT_JSON_NUMBER;
             return parse_number(r, &v->number);
         }
-        return literal(r, "\x01"); /* reports the unexpected character */
+        return fail(r, "unexpected %s (a value must be an object, array, string, number, "
+                       "true, false or null)", describe(r));
     }
 }
 

@@ -54,7 +54,7 @@ static const struct field node_fields[] = {
 #define SECTION(k, req) { k, F_SECTION, req, 0, 0, 0, 0, NULL }
 
 static const struct field top_fields[] = {
-    SPEC_FIELD("version", F_INT, 1, 1, 1, nodes), /* checked, not stored */
+    SPEC_FIELD("version", F_INT, 1, 1, 1, version),
     SPEC_FIELD("name", F_STR, 0, 0, 0, name),
     SPEC_FIELD("nodes", F_INT, 0, 1, 100000, nodes),
     SPEC_FIELD("ranks_per_node", F_INT, 0, 1, 4096, ranks_per_node),
@@ -287,10 +287,7 @@ int accept_spec_parse(const char *path, const char *text, size_t len, struct acc
     int rc = -1;
     if (check_object(&c, root, "", top_fields, &s, 1))
         goto out;
-    s.nodes = ACCEPT_UNSET;
     const struct accept_json *v;
-    if ((v = accept_json_get(root, "nodes")))
-        s.nodes = v->number;
     const struct accept_json *node = accept_json_get(root, "node");
     if (check_object(&c, node, "node", node_fields, &s.node, 1))
         goto out;

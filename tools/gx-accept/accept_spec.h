@@ -44,6 +44,7 @@ struct accept_sweep_spec {
 };
 
 struct accept_spec {
+    double version;         /* spec format, 1 */
     char name[ACCEPT_NAME_MAX];
     double nodes;           /* expected node count, UNSET = any */
     double ranks_per_node;  /* expected ranks per node, UNSET = any */
