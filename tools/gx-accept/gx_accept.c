@@ -10,6 +10,10 @@
  * Exit status: 0 every check passed or was skipped, 1 a check failed (or
  * the job broke), 2 bad command line or spec. Rank 0 reads the spec and
  * sends it to the others, so only rank 0's node needs the file.
+ *
+ * Owns the command line, the run's order of phases, progress and the output
+ * files; the checks live in accept_node.c / accept_fabric.c, the judgement
+ * of outliers in accept_result.c, the formats in accept_report.c / _html.c.
  */
 #include <errno.h>
 #include <fcntl.h>
