@@ -301,6 +301,10 @@ int main(int argc, char **argv)
     x.nranks = gx_comm_size(x.comm);
     node_identity(&x);
     if (share_spec(&x, o.spec)) {
+        /* Every rank got the verdict; finalize so rank 0's message is out
+         * before anyone closes a connection (a rank left waiting would fail
+         * with exit 1 and hide the spec error's 2). */
+        gx_comm_finalize(x.comm);
         gx_comm_destroy(x.comm);
         return 2;
     }
