@@ -70,4 +70,14 @@ rc=$?
 [ $rc -eq 2 ] || { cat "$dir/console3"; fail "a bad spec under gx-run exited $rc, want 2"; }
 grep -q 'bad.json:1: node.nics: expected a number, found a string' "$dir/console3" ||
     { cat "$dir/console3"; fail "the bad spec's key is not named"; }
+# An output path that is a planted symbolic link is refused (exit 1), the target untouched.
+spec ""
+echo keep >"$dir/target"
+ln -s "$dir/target" "$dir/planted.json"
+GX_DEBUG=warn "$gxrun" -n 2 --timeout 120 "$gxaccept" -q --spec "$dir/spec.json" \
+    --json "$dir/planted.json" >"$dir/console4" 2>&1
+rc=$?
+[ $rc -eq 1 ] || fail "writing through a planted symlink exited $rc, want 1"
+grep -q 'planted.json.*symbolic link is refused' "$dir/console4" || fail "the symlink is not named"
+[ "$(cat "$dir/target")" = keep ] || fail "the symlink's target was overwritten"
 echo "PASS: gx-accept on one node"

@@ -220,12 +220,19 @@ static int map_nodes(struct accept_ctx *x)
     return rc;
 }
 
-/* Output files refuse a planted symbolic link and are created 0644. */
+/* Output files refuse a planted symbolic link and a file owned by someone
+ * else (checked before truncating), and are created 0644. */
 static int write_output(const char *path, int (*fn)(FILE *, const struct accept_results *),
                         const struct accept_results *r)
 {
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    int fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+    struct stat st;
+    if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid())) {
+        fprintf(stderr, "gx-accept: refusing to write %s: not a regular file of yours\n", path);
+        close(fd);
+        return -1;
+    }
+    FILE *f = fd >= 0 && ftruncate(fd, 0) == 0 ? fdopen(fd, "w") : NULL;
     if (!f) {
         fprintf(stderr, "gx-accept: cannot write %s: %s%s\n", path, strerror(errno),
                 errno == ELOOP ? " (a symbolic link is refused)" : "");
