@@ -19,29 +19,12 @@
 #include "../gx-perf/perf_coll.h"
 #include "../gx-perf/perf_data.h"
 #include "accept.h"
+#include "accept_schedule.h"
 
 #define P2P_WINDOW 4
 #define P2P_LAT_WARMUP 20
 #define P2P_LAT_ITERS 200
 #define WAIT_MS 120000 /* one message may not take longer than this */
-
-/* Node at position i of round `round` of the circle schedule over m (even) slots. */
-static int circle_slot(int round, int i, int m)
-{
-    return i == 0 ? 0 : 1 + (i - 1 + round) % (m - 1);
-}
-
-/* Partner node of `node` in `round`, or -1 (a bye, or node beyond n). */
-static int round_partner(int round, int node, int n)
-{
-    int m = n + (n & 1);
-    for (int i = 0; i < m; i++) {
-        int a = circle_slot(round, i, m), b = circle_slot(round, m - 1 - i, m);
-        if (a == node)
-            return b < n ? b : -1;
-    }
-    return -1;
-}
 
 static int wait_all(struct gx_request **reqs, int n)
 {
@@ -149,10 +132,10 @@ int accept_p2p_matrix(struct accept_ctx *x)
     memset(buf, 0x5a, (size_t)x->spec.p2p_message_bytes);
     for (int i = 0; i < 2 * n; i++)
         row[i] = -1;
-    int rounds = n - 1 + (n & 1);
+    int rounds = accept_round_count(n);
     for (int round = 0; round < rounds && !rc; round++) {
         accept_progress(x, "p2p round %d/%d", round + 1, rounds);
-        int partner = x->local_rank == 0 ? round_partner(round, x->node, n) : -1;
+        int partner = x->local_rank == 0 ? accept_round_partner(round, x->node, n) : -1;
         if (partner >= 0)
             rc = measure_pair(x, partner, buf, &row[partner], &row[n + partner]);
         if (!rc)
