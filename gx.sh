@@ -18,8 +18,9 @@ BUILD_DIR=${BUILD_DIR:-build}
 JOBS=${GX_JOBS:-$(nproc)}
 
 BUILD_PKGS=(cmake ninja-build gcc pkg-config libhwloc-dev hwloc libibverbs-dev)
-# python3-torch: the PyTorch comm-hook test; clang: the libFuzzer run.
-TEST_PKGS=(python3 iproute2 ibverbs-utils perftest procps clang-14 libclang-rt-14-dev python3-torch)
+# python3-torch: the PyTorch comm-hook test; clang: the libFuzzer run; chromium: renders
+# gx-accept's HTML report.
+TEST_PKGS=(python3 iproute2 ibverbs-utils perftest procps clang-14 libclang-rt-14-dev python3-torch chromium)
 # Under ASan+UBSan: everything but the long runs and what is marked "nosan"
 # (the heavy collectives matrix, whose trimmed twin is labelled "sanitize").
 # Under TSan: the suites that exercise threads ("tsan", "sanitize").
