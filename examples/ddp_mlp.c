@@ -5,6 +5,13 @@
  *
  *   gx-run -n 4 build/bin/ddp_mlp [--steps-per-epoch K] [--epochs E]
  *                                 [--view] [--hook fp16|bf16] [--quiet]
+ *                                 [--checkpoint DIR [--crash-rank R --crash-epoch E]]
+ *
+ * With --checkpoint, rank 0 saves the weights after every epoch and a new
+ * run resumes from the last save; --crash-rank/--crash-epoch make rank R
+ * die after epoch E in the first run only (GX_RESTART_COUNT unset or 0), so
+ * `gx-run --max-restarts 1` shows a job that fails, restarts and finishes
+ * with the same weights as an uninterrupted run.
  *
  * The model: 32 inputs -> 64 tanh -> 64 tanh -> 8 logits, softmax
  * cross-entropy, trained with plain SGD on synthetic data (inputs uniform in
@@ -22,10 +29,12 @@
  * 0 when they agree (or the check is off with a compression hook), 1 if not.
  */
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gx/gx.h"
 
@@ -262,10 +271,50 @@ static void sgd(struct mlp *net, float **grad)
 
 /* ---- main ---------------------------------------------------------------------- */
 
+/* The checkpoint: a magic line, the epochs done, every parameter raw. */
+#define CKPT_MAGIC "gx-ddp-mlp-checkpoint 1\n"
+
+static int load_checkpoint(const char *dir, struct mlp *net, int *epochs_done)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/ddp_mlp.ckpt", dir);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return 0; /* no checkpoint yet: start from scratch */
+    char magic[sizeof(CKPT_MAGIC)] = "";
+    int ok = fread(magic, 1, sizeof(CKPT_MAGIC) - 1, f) == sizeof(CKPT_MAGIC) - 1 &&
+             !strcmp(magic, CKPT_MAGIC) && fread(epochs_done, sizeof(int), 1, f) == 1;
+    for (int i = 0; ok && i < NPARAMS; i++)
+        ok = fread(net->p[i], sizeof(float), param_count[i], f) == param_count[i];
+    fclose(f);
+    if (!ok) {
+        fprintf(stderr, "ddp_mlp: %s is not a checkpoint of this model\n", path);
+        return -1;
+    }
+    return 1;
+}
+
+static int save_checkpoint(const char *dir, const struct mlp *net, int epochs_done)
+{
+    char path[4096], tmp[4200];
+    snprintf(path, sizeof(path), "%s/ddp_mlp.ckpt", dir);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    FILE *f = fopen(tmp, "wb");
+    if (!f)
+        return -1;
+    int ok = fwrite(CKPT_MAGIC, 1, sizeof(CKPT_MAGIC) - 1, f) == sizeof(CKPT_MAGIC) - 1 &&
+             fwrite(&epochs_done, sizeof(int), 1, f) == 1;
+    for (int i = 0; ok && i < NPARAMS; i++)
+        ok = fwrite(net->p[i], sizeof(float), param_count[i], f) == param_count[i];
+    ok = fclose(f) == 0 && ok;
+    return ok && rename(tmp, path) == 0 ? 0 : -1; /* a crash never leaves half a file */
+}
+
 int main(int argc, char **argv)
 {
     int steps_per_epoch = 4, epochs = 5, view = 0, quiet = 0;
-    const char *hook = NULL;
+    int crash_rank = -1, crash_epoch = -1;
+    const char *hook = NULL, *ckpt_dir = NULL;
     for (int a = 1; a < argc; a++) {
         if (!strcmp(argv[a], "--steps-per-epoch") && a + 1 < argc)
             steps_per_epoch = atoi(argv[++a]);
@@ -277,9 +326,16 @@ int main(int argc, char **argv)
             hook = argv[++a];
         else if (!strcmp(argv[a], "--quiet"))
             quiet = 1;
+        else if (!strcmp(argv[a], "--checkpoint") && a + 1 < argc)
+            ckpt_dir = argv[++a];
+        else if (!strcmp(argv[a], "--crash-rank") && a + 1 < argc)
+            crash_rank = atoi(argv[++a]);
+        else if (!strcmp(argv[a], "--crash-epoch") && a + 1 < argc)
+            crash_epoch = atoi(argv[++a]);
         else {
             fprintf(stderr, "usage: %s [--steps-per-epoch K] [--epochs E] [--view] "
-                    "[--hook fp16|bf16] [--quiet]\n", argv[0]);
+                    "[--hook fp16|bf16] [--quiet] [--checkpoint DIR [--crash-rank R --crash-epoch E]]\n",
+                    argv[0]);
             return 2;
         }
     }
@@ -319,6 +375,18 @@ int main(int argc, char **argv)
     if (rc == GX_OK && hook)
         rc = gx_ddp_set_comm_hook(ddp, !strcmp(hook, "bf16") ? gx_ddp_bf16_compress_hook()
                                                              : gx_ddp_fp16_compress_hook(), NULL);
+    /* Resume: rank 0 loads the last checkpoint; the broadcast below gives
+     * every rank its weights, as after a fresh start. */
+    int start_epoch = 0;
+    if (rc == GX_OK && ckpt_dir && rank == 0 && load_checkpoint(ckpt_dir, &net, &start_epoch) < 0)
+        start_epoch = -1;
+    if (rc == GX_OK && ckpt_dir)
+        rc = gx_broadcast(comm, &start_epoch, &start_epoch, 1, GX_INT32, 0);
+    if (rc == GX_OK && start_epoch < 0)
+        rc = GX_EINVAL;
+    if (rc == GX_OK && start_epoch > 0 && rank == 0)
+        printf("resumed from the checkpoint after epoch %d (run %s)\n", start_epoch,
+               getenv("GX_RESTART_COUNT") ? getenv("GX_RESTART_COUNT") : "0");
     if (rc == GX_OK)
         rc = gx_ddp_broadcast_params(ddp, 0);
     if (rc != GX_OK) {
@@ -327,7 +395,9 @@ int main(int argc, char **argv)
     }
 
     struct ddp_ctx ctx = { ddp, view, GX_OK };
-    for (int e = 0; e < epochs; e++) {
+    const char *restarts = getenv("GX_RESTART_COUNT");
+    bool first_run = !restarts || atoi(restarts) == 0;
+    for (int e = start_epoch; e < epochs; e++) {
         double loss = 0;
         for (int s = 0; s < steps_per_epoch; s++) {
             size_t first = (size_t)s * GLOBAL_BATCH + (size_t)rank * shard;
@@ -348,6 +418,18 @@ int main(int argc, char **argv)
         if (rank == 0 && !quiet)
             printf("epoch %d: loss %.6f\n", e + 1,
                    total / ((double)steps_per_epoch * GLOBAL_BATCH));
+        if (ckpt_dir && rank == 0 && save_checkpoint(ckpt_dir, &net, e + 1) != 0) {
+            fprintf(stderr, "ddp_mlp: cannot write a checkpoint in %s\n", ckpt_dir);
+            return 1;
+        }
+        /* The program's own barrier: the checkpoint exists before anyone dies. */
+        gx_barrier(comm);
+        if (first_run && rank == crash_rank && e + 1 == crash_epoch) {
+            fprintf(stderr, "ddp_mlp rank %d: crashing after epoch %d (--crash-rank)\n", rank,
+                    e + 1);
+            fflush(NULL);
+            _exit(3);
+        }
     }
 
     struct gx_ddp_stats st = GX_DDP_STATS_INIT;

@@ -43,6 +43,9 @@ GX_PARAM_DEFINE(gx_param_init_timeout, "GX_INIT_TIMEOUT", GX_PARAM_INT, "300", N
                 "Seconds the rendezvous may take before init fails naming missing ranks.");
 GX_PARAM_DEFINE(gx_param_timeout, "GX_TIMEOUT", GX_PARAM_INT, "600", NULL,
                 "Seconds any blocking operation may take before it fails with GX_ETIMEOUT.");
+GX_PARAM_DEFINE(gx_param_restart_count, "GX_RESTART_COUNT", GX_PARAM_INT, "0", NULL,
+                "Set by gx-run --max-restarts: how many times the job was restarted (0 in the "
+                "first run); for the application, e.g. to resume from a checkpoint.");
 GX_PARAM_DEFINE(gx_param_boot_listen_fd, "GX_BOOT_LISTEN_FD", GX_PARAM_INT, "-1", NULL,
                 "Internal (gx-run): inherited listening socket for rank 0's rendezvous.");
 

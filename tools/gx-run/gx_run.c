@@ -46,6 +46,7 @@ struct run_opts {
     double timeout_s;
     bool tag_output;
     bool keep_going;
+    int max_restarts;
     const char *job_key;
     const char *node_id;
     char **argv;
@@ -67,6 +68,11 @@ static void usage(FILE *f)
             "      --timeout S      stop every rank after S seconds (exit 124)\n"
             "      --tag-output     prefix each output line with [rank N]\n"
             "      --keep-going     when a rank fails, let the others finish\n"
+            "      --max-restarts N when a rank fails, stop the job and start it again, up\n"
+            "                       to N times (GX_RESTART_COUNT and torchrun's\n"
+            "                       TORCHELASTIC_RESTART_COUNT tell the ranks which run;\n"
+            "                       not after a signal or --timeout); every node's gx-run\n"
+            "                       restarts its own ranks\n"
             "  -h, --help           this help\n\n"
             "Each rank gets GX_RANK, GX_SIZE, GX_LOCAL_RANK, GX_LOCAL_SIZE, GX_MASTER_ADDR,\n"
             "GX_MASTER_PORT, GX_JOB_KEY and torchrun's RANK, WORLD_SIZE, LOCAL_RANK,\n"
@@ -97,6 +103,7 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
         { "timeout", required_argument, NULL, 't' },
         { "tag-output", no_argument, NULL, 'T' },
         { "keep-going", no_argument, NULL, 'K' },
+        { "max-restarts", required_argument, NULL, 'r' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -131,6 +138,10 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
         }
         case 'T': o->tag_output = true; break;
         case 'K': o->keep_going = true; break;
+        case 'r':
+            if (parse_count("--max-restarts", optarg, 0, 1000, &o->max_restarts))
+                return 2;
+            break;
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); return 2;
         }
@@ -294,62 +305,32 @@ static void make_job_key(char *out, size_t len)
         n += (size_t)snprintf(out + n, len - n, "%02x", raw[i]);
 }
 
-int main(int argc, char **argv)
+/* One run of the job: start this node's ranks, pump their output, stop
+ * them all when one fails (unless --keep-going), a signal arrives or the
+ * deadline passes. *restartable says whether --max-restarts may run it
+ * again (a rank failed; not a signal, not the timeout). */
+static int run_job(const struct run_opts *o, int listen_fd, const char *master_host,
+                   int master_port, const char *key, int sfd, uint64_t timeout_at,
+                   bool *restartable)
 {
-    struct run_opts o;
-    int rc = parse_args(argc, argv, &o);
-    if (rc)
-        return rc;
-    char key[64];
-    if (o.job_key && o.job_key[0])
-        snprintf(key, sizeof(key), "%s", o.job_key);
-    else
-        make_job_key(key, sizeof(key));
-
-    int listen_fd = -1, master_port = 0;
-    char master_host[256] = "127.0.0.1";
-    if (o.node_rank == 0) {
-        if (bind_master(&o, &listen_fd, master_host, sizeof(master_host), &master_port))
-            return 1;
-    } else {
-        struct gx_sockaddr addr;
-        if (gx_sock_resolve(o.master, -1, "--master", &addr) != GX_OK) {
-            fprintf(stderr, "gx-run: %s\n", gx_last_error());
-            return 2;
-        }
-        master_port = gx_sock_port(&addr);
-        const char *colon = strrchr(o.master, ':');
-        snprintf(master_host, sizeof(master_host), "%.*s", (int)(colon - o.master), o.master);
-    }
-
-    sigset_t mask;
-    sigemptyset(&mask);
-    sigaddset(&mask, SIGCHLD);
-    sigaddset(&mask, SIGINT);
-    sigaddset(&mask, SIGTERM);
-    sigaddset(&mask, SIGHUP);
-    sigprocmask(SIG_BLOCK, &mask, NULL);
-    int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-
-    struct rank_proc *procs = calloc((size_t)o.nlocal, sizeof(*procs));
+    *restartable = true;
+    struct rank_proc *procs = calloc((size_t)o->nlocal, sizeof(*procs));
     int started = 0;
-    for (int i = 0; i < o.nlocal; i++, started++)
-        if (spawn_rank(&o, &procs[i], i, listen_fd, master_host, master_port, key))
+    for (int i = 0; i < o->nlocal; i++, started++)
+        if (spawn_rank(o, &procs[i], i, listen_fd, master_host, master_port, key))
             break;
     if (listen_fd >= 0)
         close(listen_fd);
 
     int running = started, first_fail = -1, exit_code = 0;
-    bool stopping = started < o.nlocal;
+    bool stopping = started < o->nlocal;
     uint64_t kill_at = stopping ? gx_now_ns() : UINT64_MAX;
-    uint64_t timeout_at = o.timeout_s > 0 ? gx_now_ns() + (uint64_t)(o.timeout_s * 1e9)
-                                          : UINT64_MAX;
     if (stopping) {
         exit_code = 1;
         signal_all(procs, started, SIGTERM);
     }
-    struct pollfd *pfds = calloc(1 + 2 * (size_t)o.nlocal, sizeof(*pfds));
-    struct run_stream **streams = calloc(1 + 2 * (size_t)o.nlocal, sizeof(*streams));
+    struct pollfd *pfds = calloc(1 + 2 * (size_t)o->nlocal, sizeof(*pfds));
+    struct run_stream **streams = calloc(1 + 2 * (size_t)o->nlocal, sizeof(*streams));
     for (;;) {
         size_t nfds = 0;
         pfds[nfds++] = (struct pollfd){ .fd = sfd, .events = POLLIN };
@@ -377,6 +358,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "gx-run: got %s, passing it to the ranks\n",
                     signal_name((int)si.ssi_signo));
             signal_all(procs, started, (int)si.ssi_signo);
+            *restartable = false; /* the operator stops the job: no restart */
             if (!stopping) {
                 stopping = true;
                 exit_code = 128 + (int)si.ssi_signo;
@@ -400,7 +382,7 @@ int main(int argc, char **argv)
                     exit_code = exit_code_of(status);
                     char what[160];
                     describe_exit(&procs[i], what, sizeof(what));
-                    if (o.keep_going) {
+                    if (o->keep_going) {
                         fprintf(stderr, "gx-run: %s; letting the others finish\n", what);
                     } else {
                         fprintf(stderr, "gx-run: %s; stopping the other ranks\n", what);
@@ -408,7 +390,7 @@ int main(int argc, char **argv)
                         signal_all(procs, started, SIGTERM);
                         kill_at = gx_now_ns() + KILL_GRACE_MS * 1000000ull;
                     }
-                } else if (failed && o.keep_going) {
+                } else if (failed && o->keep_going) {
                     char what[160];
                     describe_exit(&procs[i], what, sizeof(what));
                     fprintf(stderr, "gx-run: %s\n", what);
@@ -417,7 +399,7 @@ int main(int argc, char **argv)
         }
         uint64_t now = gx_now_ns();
         if (running > 0 && now >= timeout_at) {
-            fprintf(stderr, "gx-run: --timeout %.0f s reached; still running:", o.timeout_s);
+            fprintf(stderr, "gx-run: --timeout %.0f s reached; still running:", o->timeout_s);
             for (int i = 0; i < started; i++)
                 if (procs[i].running)
                     fprintf(stderr, " rank %d (pid %d)", procs[i].rank, (int)procs[i].pid);
@@ -425,6 +407,7 @@ int main(int argc, char **argv)
             signal_all(procs, started, SIGTERM);
             stopping = true;
             exit_code = 124;
+            *restartable = false;
             timeout_at = UINT64_MAX;
             kill_at = now + KILL_GRACE_MS * 1000000ull;
         }
@@ -436,5 +419,66 @@ int main(int argc, char **argv)
     free(pfds);
     free(streams);
     free(procs);
+    if (first_fail < 0)
+        *restartable = false;
     return exit_code;
+}
+
+int main(int argc, char **argv)
+{
+    struct run_opts o;
+    int rc = parse_args(argc, argv, &o);
+    if (rc)
+        return rc;
+    char key[64];
+    if (o.job_key && o.job_key[0])
+        snprintf(key, sizeof(key), "%s", o.job_key);
+    else
+        make_job_key(key, sizeof(key));
+
+    int listen_fd = -1, master_port = 0;
+    char master_host[256] = "127.0.0.1";
+    if (o.node_rank != 0) {
+        struct gx_sockaddr addr;
+        if (gx_sock_resolve(o.master, -1, "--master", &addr) != GX_OK) {
+            fprintf(stderr, "gx-run: %s\n", gx_last_error());
+            return 2;
+        }
+        master_port = gx_sock_port(&addr);
+        const char *colon = strrchr(o.master, ':');
+        snprintf(master_host, sizeof(master_host), "%.*s", (int)(colon - o.master), o.master);
+    }
+
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGCHLD);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGHUP);
+    sigprocmask(SIG_BLOCK, &mask, NULL);
+    int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+
+    uint64_t timeout_at = o.timeout_s > 0 ? gx_now_ns() + (uint64_t)(o.timeout_s * 1e9)
+                                          : UINT64_MAX;
+    for (int attempt = 0;; attempt++) {
+        /* A fresh rendezvous per run, and a key of its own, so ranks of an
+         * earlier run can never join this one. */
+        if (o.node_rank == 0 &&
+            bind_master(&o, &listen_fd, master_host, sizeof(master_host), &master_port))
+            return 1;
+        char run_key[96];
+        if (attempt == 0)
+            snprintf(run_key, sizeof(run_key), "%s", key);
+        else
+            snprintf(run_key, sizeof(run_key), "%s-restart%d", key, attempt);
+        setenv_int("GX_RESTART_COUNT", attempt);
+        setenv_int("TORCHELASTIC_RESTART_COUNT", attempt);
+        bool restartable = false;
+        int job_rc = run_job(&o, listen_fd, master_host, master_port, run_key, sfd, timeout_at,
+                         &restartable);
+        if (job_rc == 0 || !restartable || attempt >= o.max_restarts)
+            return job_rc;
+        fprintf(stderr, "gx-run: restarting the job (restart %d of %d, GX_RESTART_COUNT=%d)\n",
+                attempt + 1, o.max_restarts, attempt + 1);
+    }
 }
