@@ -192,7 +192,7 @@ static int sv_qp_register(struct sv_ctx *c, struct sv_qp *qp)
 		c->qps[s] = qp;
 		c->next_qp_slot = s + 1;
 		qp->slot = s;
-		qp->qpx.qp_base.qp_num = SV_QPN_BASE + s;
+		qp->qpx.qp_base.qp_num = c->qpn_hi | s;
 		return 0;
 	}
 	return ENOMEM;
@@ -325,7 +325,7 @@ static const char *sv_attr_invalid(struct sv_qp *qp, const struct ibv_qp_attr *a
 	    (a->qp_access_flags & ~(unsigned)(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
 					      IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)))
 		return "unknown qp_access_flags";
-	sv_query_port_op(&qp->ctx->vctx.context, 1, &pa, sizeof(pa));
+	sv_query_port_op(qp->qpx.qp_base.context, 1, &pa, sizeof(pa));
 	if ((mask & IBV_QP_PATH_MTU) &&
 	    (a->path_mtu < IBV_MTU_256 || a->path_mtu > pa.active_mtu))
 		return "path_mtu above the port's active MTU";
@@ -391,7 +391,10 @@ SV_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a, int mask
 	why = sv_attr_invalid(qp, a, mask);
 	if (why)
 		goto err_inval;
-	if ((mask & IBV_QP_AV) && sv_addr_from_ah(c, &a->ah_attr, &peer)) {
+	if ((mask & IBV_QP_AV) &&
+	    sv_addr_from_ah(c, &a->ah_attr, (mask & IBV_QP_DEST_QPN) ? a->dest_qp_num
+								   : qp->attr.dest_qp_num,
+			    &peer)) {
 		why = "ah_attr does not name a softverbs port";
 		goto err_inval;
 	}
@@ -411,8 +414,13 @@ SV_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a, int mask
 		qp->attr.path_mtu = a->path_mtu;
 		qp->mtu = 128u << a->path_mtu;
 	}
-	if (mask & IBV_QP_DEST_QPN)
+	if (mask & IBV_QP_DEST_QPN) {
 		qp->attr.dest_qp_num = a->dest_qp_num;
+		/* the UDP port depends on the QP number as well as the AV */
+		if (!(mask & IBV_QP_AV) &&
+		    sv_addr_from_ah(c, &qp->attr.ah_attr, a->dest_qp_num, &peer) == 0)
+			qp->peer = peer;
+	}
 	if (mask & IBV_QP_RQ_PSN) {
 		qp->attr.rq_psn = a->rq_psn;
 		qp->epsn = a->rq_psn;
