@@ -201,16 +201,24 @@ static int sv_qp_register(struct sv_ctx *c, struct sv_qp *qp)
 struct ibv_qp *sv_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *a)
 {
 	struct sv_ctx *c = sv_ctx_of(ctx);
-	const uint32_t known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+	const uint32_t known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS |
+			       IBV_QP_INIT_ATTR_CREATE_FLAGS;
 	struct sv_qp *qp;
 	int err;
 
 	if (!(a->comp_mask & IBV_QP_INIT_ATTR_PD) || !a->pd || (a->comp_mask & ~known) ||
 	    a->pd->context != ctx) {
+		sv_log(1, "ibv_create_qp_ex: EINVAL: %s", !(a->comp_mask & IBV_QP_INIT_ATTR_PD) ||
+		       !a->pd ? "no PD" : a->pd->context != ctx ? "PD of another context" :
+		       "comp_mask has bits softverbs does not know");
 		errno = EINVAL;
 		return NULL;
 	}
-	if (a->qp_type != IBV_QPT_RC) {
+	/* A create flag the device lacks is EOPNOTSUPP; flags 0 is no request. */
+	if (a->qp_type != IBV_QPT_RC ||
+	    ((a->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && a->create_flags)) {
+		sv_log(2, "ibv_create_qp_ex: EOPNOTSUPP: %s", a->qp_type != IBV_QPT_RC ?
+		       "only RC QPs are modelled" : "create_flags not supported");
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
