@@ -53,6 +53,14 @@ struct verbs_qp *verbs_qp_lookup(struct verbs_domain *dom, uint64_t wr_id)
     return dom->qptab[slot];
 }
 
+uint32_t verbs_ep_cq_need_max(const struct verbs_domain *dom, int nqps, uint32_t depth)
+{
+    /* verbs_qp_create's send and receive depths, plus the flush QP's
+     * (verbs_flush.c: at most depth), before max_qp_wr caps them */
+    (void)dom;
+    return (uint32_t)nqps * (VERBS_SQ_DEPTH + depth + VERBS_RQ_SLACK) + depth;
+}
+
 int verbs_qp_create(struct verbs_ep *ep, struct verbs_qp *q, int index)
 {
     struct verbs_domain *dom = ep->dom;
@@ -68,8 +76,8 @@ int verbs_qp_create(struct verbs_ep *ep, struct verbs_qp *q, int index)
         return gx_fail(GX_ENOMEM, GX_SUB_FABRIC, "verbs: out of memory creating a QP");
     struct ibv_qp_init_attr ia;
     memset(&ia, 0, sizeof(ia));
-    ia.send_cq = ep->cq->cq;
-    ia.recv_cq = ep->cq->cq;
+    ia.send_cq = ep->hw->cq;
+    ia.recv_cq = ep->hw->cq;
     ia.qp_type = IBV_QPT_RC;
     ia.sq_sig_all = 0;
     ia.cap.max_send_wr = q->sq_depth;
