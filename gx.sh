@@ -17,7 +17,7 @@ JOBS=${GX_JOBS:-$(nproc)}
 
 BUILD_PKGS=(cmake ninja-build gcc pkg-config libhwloc-dev hwloc libibverbs-dev)
 # python3-torch: the PyTorch comm-hook test; clang: the libFuzzer run.
-TEST_PKGS=(python3 iproute2 ibverbs-utils perftest procps clang-14 libclang-rt-14-dev python3-torch)
+TEST_PKGS=(python3 iproute2 ibverbs-utils perftest python3-pyverbs procps clang-14 libclang-rt-14-dev python3-torch)
 # Under ASan+UBSan: everything but the long runs and what is marked "nosan"
 # (the heavy collectives matrix, whose trimmed twin is labelled "sanitize").
 # Under TSan: the suites that exercise threads ("tsan", "sanitize").

@@ -104,3 +104,29 @@ add_test(NAME softverbs.symbol_versions
   COMMAND ${CMAKE_CURRENT_LIST_DIR}/check_versions.sh ${SV_LIB})
 set_tests_properties(softverbs.dlopen softverbs.symbol_versions PROPERTIES
   LABELS softverbs SKIP_RETURN_CODE 77 TIMEOUT 30)
+
+# rdma-core's own python tests (Debian's python3-pyverbs ships them, v44) over
+# softverbs: no crash, no failure, no error, and at least as many passing
+# tests as measured (a pass turned into a skip fails too); the rest must skip.
+# pyverbs_{ib,roce}: the core modules (about 5 s each); pyverbs_all_*: every
+# module (about 20 s each, label long). run_pyverbs.py exits 77 without
+# pyverbs. SV_PREFIX preloads the sanitizer runtimes in ASan builds.
+set(SV_PYVERBS ${CMAKE_CURRENT_LIST_DIR}/run_pyverbs.py)
+set(SV_PYVERBS_CORE test_device test_pd test_cq test_cq_events test_cqex test_mr test_qp
+  test_qpex test_shared_pd test_atomic test_addr test_relaxed_ordering)
+function(sv_pyverbs name link min_ok labels)
+  add_test(NAME softverbs.${name} COMMAND sh -c
+    "command -v python3 >/dev/null || { echo 'SKIP: no python3'; exit 77; }; exec python3 \"$@\""
+    sh ${SV_PYVERBS} --lib ${SV_LIB} --link ${link} --timeout 120 --max-fail 0 --max-error 0
+    --min-ok ${min_ok} ${ARGN})
+  set(env "SOFTVERBS_SEED=1")
+  if(SV_PREFIX)
+    set(env "${env};${SV_PREFIX}")
+  endif()
+  set_tests_properties(softverbs.${name} PROPERTIES LABELS "${labels}"
+    SKIP_RETURN_CODE 77 TIMEOUT 600 ENVIRONMENT "${env}")
+endfunction()
+sv_pyverbs(pyverbs_ib ib 35 softverbs ${SV_PYVERBS_CORE})
+sv_pyverbs(pyverbs_roce roce 35 softverbs ${SV_PYVERBS_CORE})
+sv_pyverbs(pyverbs_all_ib ib 36 "softverbs;long")
+sv_pyverbs(pyverbs_all_roce roce 36 "softverbs;long")
