@@ -236,11 +236,14 @@ int sv_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr, struct ibv_r
 	for (; wr; wr = wr->next) {
 		if (srq->tail - srq->head >= srq->cap) {
 			err = ENOMEM;
+			sv_log(1, "ibv_post_srq_recv: ENOMEM: SRQ full");
 			break;
 		}
 		err = sv_rwqe_fill(&srq->ring[srq->tail % srq->cap], wr, srq->max_sge);
-		if (err)
+		if (err) {
+			sv_log(1, "ibv_post_srq_recv: EINVAL: num_sge above the SRQ's max_sge");
 			break;
+		}
 		srq->tail++;
 	}
 	if (err && bad)

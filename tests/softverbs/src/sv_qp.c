@@ -264,6 +264,10 @@ struct ibv_qp *sv_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_
 				     IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
 				     IBV_QP_EX_WITH_RDMA_READ;
 		if (a->send_ops_flags & ~ops) {
+			sv_log(2, "ibv_create_qp_ex: EOPNOTSUPP: send_ops_flags 0x%llx: only "
+			       "SEND, SEND_WITH_IMM, RDMA_WRITE(_WITH_IMM), RDMA_READ "
+			       "(no atomics: atomic_cap is IBV_ATOMIC_NONE)",
+			       (unsigned long long)a->send_ops_flags);
 			err = EOPNOTSUPP;
 			goto err_free;
 		}

@@ -70,6 +70,12 @@ static int sv_wr_complete(struct ibv_qp_ex *q)
 	struct ibv_send_wr *bad = NULL;
 	int err = qp->xwr_err;
 
+	if (err)
+		sv_log(1, "ibv_wr_complete(qp 0x%x): %s: nothing posted: %s", q->qp_base.qp_num,
+		       err == ENOMEM ? "ENOMEM" : "EINVAL", err == ENOMEM ?
+		       "more work requests than the send queue holds" :
+		       "a setter without an ibv_wr_<opcode> before it, more SGEs than "
+		       "16 or inline data above 256 bytes");
 	if (!err && qp->nxwr) {
 		for (uint32_t i = 0; i + 1 < qp->nxwr; i++)
 			qp->xwr[i].wr.next = &qp->xwr[i + 1].wr;

@@ -102,8 +102,13 @@ target_link_libraries(sv_dlopen_test PRIVATE ${CMAKE_DL_LIBS})
 add_test(NAME softverbs.dlopen COMMAND sv_dlopen_test ${SV_LIB})
 add_test(NAME softverbs.symbol_versions
   COMMAND ${CMAKE_CURRENT_LIST_DIR}/check_versions.sh ${SV_LIB})
-set_tests_properties(softverbs.dlopen softverbs.symbol_versions PROPERTIES
+add_test(NAME softverbs.ibv_devinfo
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/check_devinfo.sh ${SV_LIB})
+set_tests_properties(softverbs.dlopen softverbs.symbol_versions softverbs.ibv_devinfo PROPERTIES
   LABELS softverbs SKIP_RETURN_CODE 77 TIMEOUT 30)
+if(SV_PREFIX)
+  set_property(TEST softverbs.ibv_devinfo PROPERTY ENVIRONMENT "${SV_PREFIX}")
+endif()
 
 # rdma-core's own python tests (Debian's python3-pyverbs ships them, v44) over
 # softverbs: no crash, no failure, no error, and at least as many passing
