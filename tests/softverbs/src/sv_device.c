@@ -27,8 +27,21 @@ static struct sv_ctx *sv_open_list;           /* device instances, for stats */
 static struct sv_ctx *sv_hcas[SV_MAX_DEVICES]; /* this process's instances */
 static int sv_atexit_done;
 
+/* A child of fork() has no progress thread and shares the parent's sockets:
+ * it must not use the parent's device instances. Its ibv_open_device()
+ * creates its own (the parent's objects are unusable in the child, as
+ * without ibv_fork_init on real hardware). */
+static void sv_atfork_child(void)
+{
+	pthread_mutex_init(&sv_open_lock, NULL);
+	for (int i = 0; i < SV_MAX_DEVICES; i++)
+		sv_hcas[i] = NULL;
+	sv_open_list = NULL;
+}
+
 static void sv_devices_init(void)
 {
+	pthread_atfork(NULL, NULL, sv_atfork_child);
 	for (int i = 0; i < SV_MAX_DEVICES; i++) {
 		struct ibv_device *d = &sv_devices[i].dev;
 
@@ -246,6 +259,7 @@ SV_EXPORT int ibv_close_device(struct ibv_context *ctx)
 			break;
 		}
 	}
+	sv_qp_drop_ctx(c, ctx);
 	pthread_mutex_unlock(&c->lock);
 	dead = sv_hca_put(c);
 	pthread_mutex_unlock(&sv_open_lock);

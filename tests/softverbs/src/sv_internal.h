@@ -300,6 +300,7 @@ static inline uint32_t sv_psn_add(uint32_t a, uint32_t n)
 }
 
 void sv_qp_to_error(struct sv_qp *qp, enum ibv_event_type ev, const char *why);
+void sv_qp_drop_ctx(struct sv_ctx *c, struct ibv_context *ctx);
 int sv_post_send_locked(struct sv_qp *qp, struct ibv_send_wr *wr,
 			struct ibv_send_wr **bad);
 void sv_qp_ex_init(struct sv_qp *qp);

@@ -176,6 +176,27 @@ static void sv_qp_free(struct sv_qp *qp)
 	free(qp);
 }
 
+/* ibv_close_device() with QPs of that context still open: they leave the
+ * shared device instance (as the kernel destroys them when a real context
+ * closes), so that no packet reaches them and no event names the closed
+ * context. Called with c->lock held. */
+void sv_qp_drop_ctx(struct sv_ctx *c, struct ibv_context *ctx)
+{
+	for (int i = 0; i < c->nlive;) {
+		struct sv_qp *qp = c->live[i];
+
+		if (qp->qpx.qp_base.context != ctx) {
+			i++;
+			continue;
+		}
+		sv_log(2, "ibv_close_device: qp 0x%x was still open: destroyed",
+		       qp->qpx.qp_base.qp_num);
+		c->qps[qp->slot] = NULL;
+		c->live[i] = c->live[--c->nlive];
+		sv_qp_free(qp);
+	}
+}
+
 static int sv_qp_register(struct sv_ctx *c, struct sv_qp *qp)
 {
 	struct sv_qp **live;

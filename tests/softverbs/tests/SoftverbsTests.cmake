@@ -37,8 +37,8 @@ foreach(c bad_rkey bad_lkey dead_peer rnr_exceeded rnr_recover recv_too_small fl
 endforeach()
 sv_case(qp_misuse_roce qp_misuse "SOFTVERBS_LINK=roce")
 
-# Unmodified programs, two processes each. TCP ports are distinct per test
-# so that ctest -j runs them side by side.
+# Unmodified programs, two processes each. The TCP port is a hint (run_pair.sh
+# picks a free random one) so that ctest -j runs them side by side.
 set(SV_RUN ${CMAKE_CURRENT_LIST_DIR}/run_pair.sh)
 set(SV_LIB $<TARGET_FILE:softverbs>)
 set(SV_PREFIX "")
