@@ -226,6 +226,7 @@ struct sv_swqe {
 	uint32_t imm;     /* big endian, as posted */
 	uint32_t rkey;
 	uint64_t raddr;
+	uint64_t cmp_add, swap; /* atomics */
 	uint32_t len, nsge;
 	uint32_t first_psn, npkts;
 	uint32_t rd_next;   /* READ: responses received in order */
@@ -282,7 +283,19 @@ struct sv_qp {
 	struct sv_xwr *xwr;
 	uint32_t nxwr;
 	int xwr_err;
+
+	/* responder: results of recent atomics, replayed for duplicates
+	 * (an atomic must not execute twice) */
+	struct { uint32_t psn; int valid; uint64_t orig; } atom[SV_MAX_RD_ATOM];
+	uint32_t atom_next;
 };
+
+/* RDMA READ and the atomics: one request, answered by read responses. */
+static inline int sv_read_like(uint32_t wr_opcode)
+{
+	return wr_opcode == IBV_WR_RDMA_READ || wr_opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+	       wr_opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
 
 static inline struct sv_qp *sv_qp_of(struct ibv_qp *q)
 {

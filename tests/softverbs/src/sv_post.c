@@ -15,6 +15,10 @@ static enum ibv_wc_opcode sv_wc_opcode(uint32_t wr_op)
 	switch (wr_op) {
 	case IBV_WR_RDMA_READ:
 		return IBV_WC_RDMA_READ;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+		return IBV_WC_COMP_SWAP;
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		return IBV_WC_FETCH_ADD;
 	case IBV_WR_SEND:
 	case IBV_WR_SEND_WITH_IMM:
 		return IBV_WC_SEND;
@@ -68,10 +72,11 @@ static int sv_build_swqe(struct sv_qp *qp, const struct ibv_send_wr *wr, const c
 	case IBV_WR_RDMA_WRITE:
 	case IBV_WR_RDMA_WRITE_WITH_IMM:
 	case IBV_WR_RDMA_READ:
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
 		break;
 	default:
-		/* atomics (atomic_cap is IBV_ATOMIC_NONE), bind, invalidate,
-		 * TSO: not modelled */
+		/* bind, invalidate, TSO: not modelled */
 		*why = sv_opcode_str(wr->opcode);
 		return EINVAL;
 	}
@@ -79,12 +84,16 @@ static int sv_build_swqe(struct sv_qp *qp, const struct ibv_send_wr *wr, const c
 		*why = "num_sge above the QP's max_send_sge";
 		return EINVAL;
 	}
-	if ((wr->send_flags & IBV_SEND_INLINE) && wr->opcode == IBV_WR_RDMA_READ) {
-		*why = "IBV_SEND_INLINE on an RDMA READ";
+	if ((wr->send_flags & IBV_SEND_INLINE) && sv_read_like(wr->opcode)) {
+		*why = "IBV_SEND_INLINE on an RDMA READ or atomic";
 		return EINVAL;
 	}
 	for (int i = 0; i < wr->num_sge; i++)
 		len += wr->sg_list[i].length;
+	if (wr->opcode != IBV_WR_RDMA_READ && sv_read_like(wr->opcode) && len != 8) {
+		*why = "an atomic needs 8 bytes of local buffer (sum of its SGEs)";
+		return EINVAL;
+	}
 	if (len > SV_MAX_MSG) {
 		*why = "message longer than the port's max_msg_sz";
 		return EINVAL;
@@ -94,8 +103,15 @@ static int sv_build_swqe(struct sv_qp *qp, const struct ibv_send_wr *wr, const c
 	w->opcode = wr->opcode;
 	w->flags = wr->send_flags;
 	w->imm = wr->imm_data;
-	w->rkey = wr->wr.rdma.rkey;
-	w->raddr = wr->wr.rdma.remote_addr;
+	if (wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+		w->rkey = wr->wr.atomic.rkey;
+		w->raddr = wr->wr.atomic.remote_addr;
+		w->cmp_add = wr->wr.atomic.compare_add;
+		w->swap = wr->wr.atomic.swap;
+	} else {
+		w->rkey = wr->wr.rdma.rkey;
+		w->raddr = wr->wr.rdma.remote_addr;
+	}
 	w->len = (uint32_t)len;
 	w->checked = w->done = 0;
 	w->err = 0;

@@ -283,11 +283,12 @@ struct ibv_qp *sv_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_
 	if (a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
 		const uint64_t ops = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
 				     IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
-				     IBV_QP_EX_WITH_RDMA_READ;
+				     IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
+				     IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
 		if (a->send_ops_flags & ~ops) {
 			sv_log(2, "ibv_create_qp_ex: EOPNOTSUPP: send_ops_flags 0x%llx: only "
-			       "SEND, SEND_WITH_IMM, RDMA_WRITE(_WITH_IMM), RDMA_READ "
-			       "(no atomics: atomic_cap is IBV_ATOMIC_NONE)",
+			       "SEND, SEND_WITH_IMM, RDMA_WRITE(_WITH_IMM), RDMA_READ, "
+			       "ATOMIC_CMP_AND_SWP, ATOMIC_FETCH_AND_ADD",
 			       (unsigned long long)a->send_ops_flags);
 			err = EOPNOTSUPP;
 			goto err_free;

@@ -129,6 +129,30 @@ static void sv_wr_rdma_write_imm(struct ibv_qp_ex *q, uint32_t rkey, uint64_t ra
 	sv_wr_rdma(q, IBV_WR_RDMA_WRITE_WITH_IMM, rkey, raddr, imm);
 }
 
+static void sv_wr_atomic(struct ibv_qp_ex *q, enum ibv_wr_opcode op, uint32_t rkey,
+			 uint64_t raddr, uint64_t cmp_add, uint64_t swap)
+{
+	struct sv_xwr *x = sv_xwr_new(q, op);
+	if (x) {
+		x->wr.wr.atomic.rkey = rkey;
+		x->wr.wr.atomic.remote_addr = raddr;
+		x->wr.wr.atomic.compare_add = cmp_add;
+		x->wr.wr.atomic.swap = swap;
+	}
+}
+
+static void sv_wr_atomic_cmp_swp(struct ibv_qp_ex *q, uint32_t rkey, uint64_t raddr,
+				 uint64_t compare, uint64_t swap)
+{
+	sv_wr_atomic(q, IBV_WR_ATOMIC_CMP_AND_SWP, rkey, raddr, compare, swap);
+}
+
+static void sv_wr_atomic_fetch_add(struct ibv_qp_ex *q, uint32_t rkey, uint64_t raddr,
+				   uint64_t add)
+{
+	sv_wr_atomic(q, IBV_WR_ATOMIC_FETCH_AND_ADD, rkey, raddr, add, 0);
+}
+
 static void sv_wr_rdma_read(struct ibv_qp_ex *q, uint32_t rkey, uint64_t raddr)
 {
 	sv_wr_rdma(q, IBV_WR_RDMA_READ, rkey, raddr, 0);
@@ -196,6 +220,8 @@ void sv_qp_ex_init(struct sv_qp *qp)
 	q->wr_rdma_write = sv_wr_rdma_write;
 	q->wr_rdma_write_imm = sv_wr_rdma_write_imm;
 	q->wr_rdma_read = sv_wr_rdma_read;
+	q->wr_atomic_cmp_swp = sv_wr_atomic_cmp_swp;
+	q->wr_atomic_fetch_add = sv_wr_atomic_fetch_add;
 	q->wr_set_sge = sv_wr_set_sge;
 	q->wr_set_sge_list = sv_wr_set_sge_list;
 	q->wr_set_inline_data = sv_wr_set_inline_data;

@@ -6,7 +6,8 @@ add_executable(sv_test
   ${CMAKE_CURRENT_LIST_DIR}/sv_test_main.c
   ${CMAKE_CURRENT_LIST_DIR}/sv_test_data.c
   ${CMAKE_CURRENT_LIST_DIR}/sv_test_errors.c
-  ${CMAKE_CURRENT_LIST_DIR}/sv_test_events.c)
+  ${CMAKE_CURRENT_LIST_DIR}/sv_test_events.c
+  ${CMAKE_CURRENT_LIST_DIR}/sv_test_atomic.c)
 target_link_libraries(sv_test PRIVATE softverbs Threads::Threads)
 
 set(SV_ENV_BASE "SOFTVERBS_SEED=12345;SOFTVERBS_STATS=1")
@@ -36,6 +37,9 @@ foreach(c bad_rkey bad_lkey dead_peer rnr_exceeded rnr_recover recv_too_small fl
   sv_case(${c} ${c})
 endforeach()
 sv_case(qp_misuse_roce qp_misuse "SOFTVERBS_LINK=roce")
+sv_case(atomic atomic)
+sv_case(atomic_loss20 atomic "SOFTVERBS_DROP_PCT=20;SOFTVERBS_DUP_PCT=5")
+sv_case(atomic_roce_loss10 atomic "SOFTVERBS_LINK=roce;SOFTVERBS_DROP_PCT=10;SOFTVERBS_REORDER_PCT=5")
 
 # Unmodified programs, two processes each. The TCP port is a hint (run_pair.sh
 # picks a free random one) so that ctest -j runs them side by side.
@@ -131,7 +135,7 @@ function(sv_pyverbs name link min_ok labels)
   set_tests_properties(softverbs.${name} PROPERTIES LABELS "${labels}"
     SKIP_RETURN_CODE 77 TIMEOUT 600 ENVIRONMENT "${env}")
 endfunction()
-sv_pyverbs(pyverbs_ib ib 35 softverbs ${SV_PYVERBS_CORE})
-sv_pyverbs(pyverbs_roce roce 35 softverbs ${SV_PYVERBS_CORE})
-sv_pyverbs(pyverbs_all_ib ib 36 "softverbs;long")
-sv_pyverbs(pyverbs_all_roce roce 36 "softverbs;long")
+sv_pyverbs(pyverbs_ib ib 44 softverbs ${SV_PYVERBS_CORE})
+sv_pyverbs(pyverbs_roce roce 44 softverbs ${SV_PYVERBS_CORE})
+sv_pyverbs(pyverbs_all_ib ib 45 "softverbs;long")
+sv_pyverbs(pyverbs_all_roce roce 45 "softverbs;long")
