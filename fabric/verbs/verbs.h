@@ -179,7 +179,8 @@ struct verbs_cq {
 /* The ibv_cq for an endpoint that may need `need` entries at once (growing
  * one or adding one); reserves them. verbs_provider.c. */
 int verbs_cq_reserve(struct verbs_cq *cq, int need, struct verbs_hwcq **out);
-/* Upper bound of the entries an endpoint's QPs can complete at once. */
+/* The entries an endpoint's QPs (and its flush QP) can complete at once:
+ * the sum of their queue depths, computed before the QPs exist. */
 uint32_t verbs_ep_cq_need_max(const struct verbs_domain *dom, int nqps, uint32_t depth);
 
 /* ---------------------------------------------------------------------------

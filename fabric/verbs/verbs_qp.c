@@ -55,10 +55,13 @@ struct verbs_qp *verbs_qp_lookup(struct verbs_domain *dom, uint64_t wr_id)
 
 uint32_t verbs_ep_cq_need_max(const struct verbs_domain *dom, int nqps, uint32_t depth)
 {
-    /* verbs_qp_create's send and receive depths, plus the flush QP's
-     * (verbs_flush.c: at most depth), before max_qp_wr caps them */
-    (void)dom;
-    return (uint32_t)nqps * (VERBS_SQ_DEPTH + depth + VERBS_RQ_SLACK) + depth;
+    /* verbs_qp_create's send and receive depths, plus the flush QP's send
+     * depth (verbs_flush.c), each capped by max_qp_wr as they are there */
+    uint32_t maxwr = dom->dattr.max_qp_wr > 0 ? (uint32_t)dom->dattr.max_qp_wr : 1024;
+    uint32_t sq = VERBS_SQ_DEPTH < maxwr ? VERBS_SQ_DEPTH : maxwr;
+    uint32_t rq = depth + VERBS_RQ_SLACK < maxwr ? depth + VERBS_RQ_SLACK : maxwr;
+    uint32_t flush = depth < maxwr ? depth : maxwr;
+    return (uint32_t)nqps * (sq + rq) + flush;
 }
 
 int verbs_qp_create(struct verbs_ep *ep, struct verbs_qp *q, int index)
