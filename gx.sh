@@ -18,9 +18,12 @@ BUILD_DIR=${BUILD_DIR:-build}
 JOBS=${GX_JOBS:-$(nproc)}
 
 BUILD_PKGS=(cmake ninja-build gcc pkg-config libhwloc-dev hwloc libibverbs-dev)
-# python3-torch: the PyTorch comm-hook test; clang: the libFuzzer run; chromium: renders
-# gx-accept's HTML report.
-TEST_PKGS=(python3 iproute2 ibverbs-utils perftest procps clang-14 libclang-rt-14-dev python3-torch chromium)
+# One line per need, so each feature's packages are easy to find:
+TEST_PKGS=(python3 iproute2 procps ibverbs-utils perftest)
+TEST_PKGS+=(clang-14 libclang-rt-14-dev)  # the libFuzzer run
+TEST_PKGS+=(python3-torch)                # the PyTorch comm hook and backend tests
+TEST_PKGS+=(chromium)                     # renders gx-accept's HTML report
+TEST_PKGS+=(python3-pyverbs)              # rdma-core's own tests over softverbs
 # Under ASan+UBSan: everything but the long runs and what is marked "nosan"
 # (the heavy collectives matrix, whose trimmed twin is labelled "sanitize").
 # Under TSan: the suites that exercise threads ("tsan", "sanitize").

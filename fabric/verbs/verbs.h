@@ -156,14 +156,32 @@ struct verbs_domain {
     int flush_mode;                /* enum verbs_flush_mode (GX_IB_GDR_FLUSH) */
 };
 
+/* One ibv_cq of a gx cq. A gx cq grows by ibv_resize_cq; on a device
+ * without it (or past its max_cqe) it adds another ibv_cq for the next
+ * endpoints, so existing QPs never move. */
+struct verbs_hwcq {
+    struct ibv_cq *cq;
+    int cap;                       /* ibv cq entries */
+    int reserved;                  /* entries promised to endpoints' QPs */
+};
+
+#define VERBS_CQ_HW_MAX 64
+
 struct verbs_cq {
     struct gx_fab_swcq sw;         /* output ring + bound endpoints */
     struct verbs_domain *dom;
-    struct ibv_cq *cq;
-    int cap;                       /* ibv cq entries */
-    int reserved;
+    struct verbs_hwcq hw[VERBS_CQ_HW_MAX];
+    int nhw;
+    bool no_resize;                /* ibv_resize_cq missing or EOPNOTSUPP */
     uint64_t next_liveness_ns;
 };
+
+/* The ibv_cq for an endpoint that may need `need` entries at once (growing
+ * one or adding one); reserves them. verbs_provider.c. */
+int verbs_cq_reserve(struct verbs_cq *cq, int need, struct verbs_hwcq **out);
+/* The entries an endpoint's QPs (and its flush QP) can complete at once:
+ * the sum of their queue depths, computed before the QPs exist. */
+uint32_t verbs_ep_cq_need_max(const struct verbs_domain *dom, int nqps, uint32_t depth);
 
 /* ---------------------------------------------------------------------------
  * QP (verbs_qp.c)
@@ -267,6 +285,7 @@ struct verbs_ep {
     struct verbs_qp qps[GX_VERBS_MAX_QPS];
     uint32_t depth;     /* ops per direction (GX_FAB_QUEUE_DEPTH) */
     uint32_t credits;   /* receives advertised and not completed, at most */
+    struct verbs_hwcq *hw;  /* the ibv_cq of this endpoint's QPs */
     uint32_t cq_need;   /* cq entries reserved */
 
     /* control rings: the peer writes *_in, we stage *_out for our writes */

@@ -85,48 +85,34 @@ int verbs_ep_alloc(struct verbs_domain *dom, struct verbs_cq *cq, int nqps, uint
                      "rings on %s: %m (ulimit -l?)", 4 * ring, dom->port.dev);
         goto err_dereg;
     }
-    uint32_t need = 0;
+    /* Every WR and receive WQE of this endpoint can complete at once: pick
+     * (or grow, or add) an ibv_cq with room for them before the QPs exist. */
+    uint32_t need = verbs_ep_cq_need_max(dom, nqps, depth);
+    rc = verbs_cq_reserve(cq, (int)need, &ep->hw);
+    if (rc != GX_OK)
+        goto err_dereg;
+    ep->cq_need = need;
     for (int i = 0; i < nqps; i++) {
         rc = verbs_qp_create(ep, &ep->qps[i], i);
         if (rc != GX_OK) {
             for (int j = 0; j < i; j++)
                 verbs_qp_destroy(ep, &ep->qps[j]);
-            goto err_dereg;
+            goto err_unreserve;
         }
-        need += ep->qps[i].sq_depth + ep->qps[i].rq_depth;
     }
     rc = verbs_flush_open(ep);
     if (rc != GX_OK) {
         for (int j = 0; j < nqps; j++)
             verbs_qp_destroy(ep, &ep->qps[j]);
-        goto err_dereg;
+        goto err_unreserve;
     }
-    need += ep->flush_qp.sq_depth;
     ep->credits = ep->qps[0].rq_depth - 64 < depth ? ep->qps[0].rq_depth - 64 : depth;
     for (int i = 1; i < nqps; i++)
         if (ep->qps[i].rq_depth - 64 < ep->credits)
             ep->credits = ep->qps[i].rq_depth - 64;
-    /* Every WR and receive WQE of this endpoint can complete at once. */
-    if (cq->reserved + (int)need > cq->cap) {
-        int want = cq->cap;
-        while (want < cq->reserved + (int)need)
-            want *= 2;
-        if (want > dom->dattr.max_cqe)
-            want = dom->dattr.max_cqe;
-        if (want < cq->reserved + (int)need || !api->resize_cq ||
-            api->resize_cq(cq->cq, want) != 0) {
-            rc = gx_fail(GX_ENOMEM, GX_SUB_FABRIC, "verbs: completion queue of %d entries "
-                         "cannot grow to %d for another endpoint (lower GX_FAB_QUEUE_DEPTH)",
-                         cq->cap, cq->reserved + (int)need);
-            goto err_destroy_qps;
-        }
-        cq->cap = cq->cq->cqe > want ? cq->cq->cqe : want;
-    }
     rc = gx_fab_swcq_attach(&cq->sw, &ep->base, 2 * depth);
     if (rc != GX_OK)
         goto err_destroy_qps;
-    cq->reserved += (int)need;
-    ep->cq_need = need;
     *out = ep;
     return GX_OK;
 
@@ -134,6 +120,8 @@ err_destroy_qps:
     verbs_flush_close(ep);
     for (int i = 0; i < nqps; i++)
         verbs_qp_destroy(ep, &ep->qps[i]);
+err_unreserve:
+    ep->hw->reserved -= (int)ep->cq_need;
 err_dereg:
     if (ep->ring_in_mr)
         api->dereg_mr(ep->ring_in_mr);
@@ -157,7 +145,7 @@ void verbs_ep_free(struct verbs_ep *ep)
     api->dereg_mr(ep->ring_in_mr);
     api->dereg_mr(ep->ring_out_mr);
     gx_fab_swcq_detach(&ep->cq->sw, &ep->base, 2 * ep->depth);
-    ep->cq->reserved -= (int)ep->cq_need;
+    ep->hw->reserved -= (int)ep->cq_need;
     if (ep->fd >= 0)
         close(ep->fd);
     free(ep->ring_mem);

@@ -92,8 +92,8 @@ int verbs_flush_open(struct verbs_ep *ep)
                                     IBV_ACCESS_LOCAL_WRITE); /* READs land here */
     struct ibv_qp_init_attr ia;
     memset(&ia, 0, sizeof(ia));
-    ia.send_cq = ep->cq->cq;
-    ia.recv_cq = ep->cq->cq;
+    ia.send_cq = ep->hw->cq;
+    ia.recv_cq = ep->hw->cq;
     ia.qp_type = IBV_QPT_RC;
     ia.cap.max_send_wr = q->sq_depth;
     ia.cap.max_recv_wr = 1;

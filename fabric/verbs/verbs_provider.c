@@ -1,8 +1,15 @@
 /*
  * verbs_provider.c - the verbs provider's domain (an opened RDMA port with
  * its protection domain and registration caches), its completion queue (one
- * ibv_cq whose entries become gx completions in a software ring, in each
- * endpoint's post order) and the ops table.
+ * or more ibv_cqs whose entries become gx completions in a software ring, in
+ * each endpoint's post order) and the ops table.
+ *
+ * CQ sizing: a gx cq starts as one ibv_cq of VERBS_CQ_INITIAL entries (or the
+ * device's max_cqe). Each endpoint reserves the most its QPs can complete at
+ * once; when that does not fit, the ibv_cq is resized (doubling, up to
+ * max_cqe), and where the device cannot resize (no ibv_resize_cq, or it
+ * fails: EOPNOTSUPP on providers without it) or max_cqe is reached, another
+ * ibv_cq is added for the new endpoint's QPs. Polling covers all of them.
  */
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -111,6 +118,64 @@ static void verbs_domain_close(struct gx_fab_domain *base)
     free(dom);
 }
 
+static int verbs_hwcq_add(struct verbs_cq *cq, int want, struct verbs_hwcq **out)
+{
+    struct verbs_domain *dom = cq->dom;
+    if (cq->nhw == VERBS_CQ_HW_MAX)
+        return gx_fail(GX_ENOMEM, GX_SUB_FABRIC, "verbs: completion queue on %s already has "
+                       "%d ibv_cqs (device cannot resize them); lower GX_FAB_QUEUE_DEPTH or "
+                       "GX_IB_QPS_PER_CONN", dom->port.dev, VERBS_CQ_HW_MAX);
+    if (want > dom->dattr.max_cqe)
+        return gx_fail(GX_ENOMEM, GX_SUB_FABRIC, "verbs: an endpoint needs %d completion "
+                       "entries, above %s's max_cqe %d (lower GX_FAB_QUEUE_DEPTH or "
+                       "GX_IB_QPS_PER_CONN)", want, dom->port.dev, dom->dattr.max_cqe);
+    struct verbs_hwcq *hw = &cq->hw[cq->nhw];
+    hw->cq = dom->api->create_cq(dom->ctx, want, NULL, NULL, 0);
+    if (!hw->cq)
+        return gx_fail(GX_ENOMEM, GX_SUB_FABRIC, "verbs: ibv_create_cq(%d) on %s failed: %m",
+                       want, dom->port.dev);
+    hw->cap = hw->cq->cqe >= want ? hw->cq->cqe : want;
+    hw->reserved = 0;
+    cq->nhw++;
+    *out = hw;
+    return GX_OK;
+}
+
+int verbs_cq_reserve(struct verbs_cq *cq, int need, struct verbs_hwcq **out)
+{
+    struct verbs_domain *dom = cq->dom;
+    struct verbs_hwcq *hw = &cq->hw[cq->nhw - 1];
+    if (hw->reserved + need > hw->cap && !cq->no_resize) {
+        int want = hw->cap;
+        while (want < hw->reserved + need && want <= dom->dattr.max_cqe / 2)
+            want *= 2;
+        if (want < hw->reserved + need)
+            want = hw->reserved + need;
+        if (want <= dom->dattr.max_cqe) {
+            int err = dom->api->resize_cq ? dom->api->resize_cq(hw->cq, want) : EOPNOTSUPP;
+            if (err == 0) {
+                hw->cap = hw->cq->cqe >= want ? hw->cq->cqe : want;
+            } else {
+                cq->no_resize = true;
+                GX_INFO(GX_SUB_FABRIC, "verbs: %s cannot resize a CQ (ibv_resize_cq: %s); "
+                        "endpoints past %d entries get another CQ", dom->port.dev,
+                        dom->api->resize_cq ? strerror(err) : "not exported", hw->cap);
+            }
+        }
+    }
+    if (hw->reserved + need > hw->cap) {
+        int want = need > VERBS_CQ_INITIAL ? need : VERBS_CQ_INITIAL;
+        if (want > dom->dattr.max_cqe)
+            want = need; /* fails in verbs_hwcq_add if need alone is too big */
+        int rc = verbs_hwcq_add(cq, want, &hw);
+        if (rc != GX_OK)
+            return rc;
+    }
+    hw->reserved += need;
+    *out = hw;
+    return GX_OK;
+}
+
 static int verbs_cq_open(struct gx_fab_domain *base, struct gx_fab_cq **out)
 {
     struct verbs_domain *dom = (struct verbs_domain *)base;
@@ -123,15 +188,14 @@ static int verbs_cq_open(struct gx_fab_domain *base, struct gx_fab_cq **out)
         return rc;
     }
     cq->dom = dom;
-    cq->cap = VERBS_CQ_INITIAL < dom->dattr.max_cqe ? VERBS_CQ_INITIAL : dom->dattr.max_cqe;
-    cq->cq = dom->api->create_cq(dom->ctx, cq->cap, NULL, NULL, 0);
-    if (!cq->cq) {
+    struct verbs_hwcq *hw;
+    rc = verbs_hwcq_add(cq, VERBS_CQ_INITIAL < dom->dattr.max_cqe ? VERBS_CQ_INITIAL
+                        : dom->dattr.max_cqe, &hw);
+    if (rc != GX_OK) {
         gx_fab_swcq_fini(&cq->sw);
         free(cq);
-        return gx_fail(GX_ENOMEM, GX_SUB_FABRIC, "verbs: ibv_create_cq(%d) on %s failed: %m",
-                       VERBS_CQ_INITIAL, dom->port.dev);
+        return rc;
     }
-    cq->cap = cq->cq->cqe > 0 ? cq->cq->cqe : cq->cap;
     *out = &cq->sw.base;
     return GX_OK;
 }
@@ -139,35 +203,22 @@ static int verbs_cq_open(struct gx_fab_domain *base, struct gx_fab_cq **out)
 static void verbs_cq_close(struct gx_fab_cq *base)
 {
     struct verbs_cq *cq = (struct verbs_cq *)base;
-    int err = cq->dom->api->destroy_cq(cq->cq);
-    if (err)
-        GX_WARN(GX_SUB_FABRIC, "verbs: ibv_destroy_cq failed: %s (endpoints still open?)",
-                strerror(err));
+    for (int i = 0; i < cq->nhw; i++) {
+        int err = cq->dom->api->destroy_cq(cq->hw[i].cq);
+        if (err)
+            GX_WARN(GX_SUB_FABRIC, "verbs: ibv_destroy_cq failed: %s (endpoints still open?)",
+                    strerror(err));
+    }
     gx_fab_swcq_fini(&cq->sw);
     free(cq);
 }
 
-int verbs_cq_drain(struct verbs_cq *cq)
+/* Polls one ibv_cq up to `rounds` batches (0: until empty). */
+static int verbs_hwcq_poll(struct verbs_cq *cq, struct ibv_cq *hw, int rounds)
 {
     struct ibv_wc wc[VERBS_POLL_BATCH];
-    for (;;) {
-        int n = ibv_poll_cq(cq->cq, VERBS_POLL_BATCH, wc);
-        if (n < 0)
-            return gx_fail(GX_ESYSTEM, GX_SUB_FABRIC, "verbs: ibv_poll_cq on %s failed (%d)",
-                           cq->dom->port.dev, n);
-        for (int i = 0; i < n; i++)
-            verbs_cq_process(cq, &wc[i]);
-        if (n < VERBS_POLL_BATCH)
-            return GX_OK;
-    }
-}
-
-static int verbs_cq_poll(struct gx_fab_cq *base, struct gx_fab_cqe *out, int max)
-{
-    struct verbs_cq *cq = (struct verbs_cq *)base;
-    struct ibv_wc wc[VERBS_POLL_BATCH];
-    for (int round = 0; round < 4; round++) {
-        int n = ibv_poll_cq(cq->cq, VERBS_POLL_BATCH, wc);
+    for (int round = 0; rounds == 0 || round < rounds; round++) {
+        int n = ibv_poll_cq(hw, VERBS_POLL_BATCH, wc);
         if (n < 0)
             return gx_fail(GX_ESYSTEM, GX_SUB_FABRIC, "verbs: ibv_poll_cq on %s failed (%d)",
                            cq->dom->port.dev, n);
@@ -175,6 +226,27 @@ static int verbs_cq_poll(struct gx_fab_cq *base, struct gx_fab_cqe *out, int max
             verbs_cq_process(cq, &wc[i]);
         if (n < VERBS_POLL_BATCH)
             break;
+    }
+    return GX_OK;
+}
+
+int verbs_cq_drain(struct verbs_cq *cq)
+{
+    for (int i = 0; i < cq->nhw; i++) {
+        int rc = verbs_hwcq_poll(cq, cq->hw[i].cq, 0);
+        if (rc != GX_OK)
+            return rc;
+    }
+    return GX_OK;
+}
+
+static int verbs_cq_poll(struct gx_fab_cq *base, struct gx_fab_cqe *out, int max)
+{
+    struct verbs_cq *cq = (struct verbs_cq *)base;
+    for (int i = 0; i < cq->nhw; i++) {
+        int rc = verbs_hwcq_poll(cq, cq->hw[i].cq, 4);
+        if (rc != GX_OK)
+            return rc;
     }
     uint64_t now = gx_now_ns();
     if (now >= cq->next_liveness_ns) {

@@ -53,6 +53,17 @@ struct verbs_qp *verbs_qp_lookup(struct verbs_domain *dom, uint64_t wr_id)
     return dom->qptab[slot];
 }
 
+uint32_t verbs_ep_cq_need_max(const struct verbs_domain *dom, int nqps, uint32_t depth)
+{
+    /* verbs_qp_create's send and receive depths, plus the flush QP's send
+     * depth (verbs_flush.c), each capped by max_qp_wr as they are there */
+    uint32_t maxwr = dom->dattr.max_qp_wr > 0 ? (uint32_t)dom->dattr.max_qp_wr : 1024;
+    uint32_t sq = VERBS_SQ_DEPTH < maxwr ? VERBS_SQ_DEPTH : maxwr;
+    uint32_t rq = depth + VERBS_RQ_SLACK < maxwr ? depth + VERBS_RQ_SLACK : maxwr;
+    uint32_t flush = depth < maxwr ? depth : maxwr;
+    return (uint32_t)nqps * (sq + rq) + flush;
+}
+
 int verbs_qp_create(struct verbs_ep *ep, struct verbs_qp *q, int index)
 {
     struct verbs_domain *dom = ep->dom;
@@ -68,8 +79,8 @@ int verbs_qp_create(struct verbs_ep *ep, struct verbs_qp *q, int index)
         return gx_fail(GX_ENOMEM, GX_SUB_FABRIC, "verbs: out of memory creating a QP");
     struct ibv_qp_init_attr ia;
     memset(&ia, 0, sizeof(ia));
-    ia.send_cq = ep->cq->cq;
-    ia.recv_cq = ep->cq->cq;
+    ia.send_cq = ep->hw->cq;
+    ia.recv_cq = ep->hw->cq;
     ia.qp_type = IBV_QPT_RC;
     ia.sq_sig_all = 0;
     ia.cap.max_send_wr = q->sq_depth;

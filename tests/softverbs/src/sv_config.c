@@ -62,7 +62,18 @@ static void config_load(void)
 	sv_cfg.debug = atoi(env_str("SOFTVERBS_DEBUG", "1"));
 	sv_cfg.min_timeout_us =
 		(uint32_t)strtoul(env_str("SOFTVERBS_MIN_TIMEOUT_US", "1000"), NULL, 0);
-	sv_cfg.udp_port = (uint16_t)strtoul(env_str("SOFTVERBS_UDP_PORT", "0"), NULL, 0);
+	sv_cfg.udp_port = (uint16_t)strtoul(env_str("SOFTVERBS_UDP_PORT", "12000"), NULL, 0);
+	/* every device's port range below 0xc000, so that its base is a LID */
+	if (sv_cfg.udp_port < 1024 ||
+	    sv_cfg.udp_port + (uint32_t)SV_MAX_DEVICES * SV_NODE_PORTS > 0xc000) {
+		fprintf(stderr, "softverbs: SOFTVERBS_UDP_PORT=%u out of range [1024, %u], using %u\n",
+			sv_cfg.udp_port, 0xc000 - SV_MAX_DEVICES * SV_NODE_PORTS, SV_PORT_BASE);
+		sv_cfg.udp_port = SV_PORT_BASE;
+	}
+	sv_cfg.no_resize_cq = atoi(env_str("SOFTVERBS_NO_RESIZE_CQ", "0")) != 0;
+	sv_cfg.max_cqe = (uint32_t)strtoul(env_str("SOFTVERBS_MAX_CQE", "262143"), NULL, 0);
+	if (sv_cfg.max_cqe < 1 || sv_cfg.max_cqe > SV_MAX_CQE)
+		sv_cfg.max_cqe = SV_MAX_CQE;
 }
 
 void sv_config_init(void)

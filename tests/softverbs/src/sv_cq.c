@@ -62,9 +62,13 @@ SV_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *ctx, int cqe, void *c
 {
 	struct sv_cq *cq;
 
-	if (cqe < 1 || cqe > SV_MAX_CQE || comp_vector < 0 ||
+	if (cqe < 1 || (uint32_t)cqe > sv_cfg.max_cqe || comp_vector < 0 ||
 	    comp_vector >= ctx->num_comp_vectors ||
 	    (channel && channel->context != ctx)) {
+		sv_log(1, "ibv_create_cq(cqe %d, comp_vector %d): EINVAL: %s", cqe, comp_vector,
+		       cqe < 1 || (uint32_t)cqe > sv_cfg.max_cqe ? "cqe outside 1..max_cqe"
+		       : channel && channel->context != ctx ? "channel of another context"
+		       : "comp_vector outside 0..num_comp_vectors-1");
 		errno = EINVAL;
 		return NULL;
 	}
@@ -98,8 +102,16 @@ SV_EXPORT int ibv_resize_cq(struct ibv_cq *ibcq, int cqe)
 	struct sv_ctx *c = cq->ctx;
 	struct ibv_wc *n;
 
-	if (cqe < 1 || cqe > SV_MAX_CQE)
+	if (sv_cfg.no_resize_cq) {
+		/* SOFTVERBS_NO_RESIZE_CQ: a provider without resize_cq */
+		sv_log(2, "ibv_resize_cq: EOPNOTSUPP (SOFTVERBS_NO_RESIZE_CQ)");
+		return EOPNOTSUPP;
+	}
+	if (cqe < 1 || (uint32_t)cqe > sv_cfg.max_cqe) {
+		sv_log(1, "ibv_resize_cq(cqe %d): EINVAL: cqe outside 1..max_cqe %u", cqe,
+		       sv_cfg.max_cqe);
 		return EINVAL;
+	}
 	pthread_mutex_lock(&c->lock);
 	if ((uint32_t)cqe < cq->count) {
 		pthread_mutex_unlock(&c->lock);

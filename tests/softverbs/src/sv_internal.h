@@ -3,10 +3,23 @@
  * functions the emulator's modules share. Nothing here is exported; the
  * exported API is the libibverbs one (see softverbs.map).
  *
- * Locking: one mutex per opened context (sv_ctx.lock) protects every QP, CQ,
- * SRQ and MR of that context and the UDP socket. Completion channels have
- * their own lock (taken after the context lock, never before), because
- * ibv_get_cq_event() runs without the context lock.
+ * The device model (docs/testing.md, "Devices and addressing"): a device
+ * softverbs<d> on a node (an IPv4 address) owns the UDP ports
+ * base + d * 4096 ... + SV_NODE_PROCS - 1. Its LID / GID name the first
+ * port; each process that opens it binds one port of the range, and a QP
+ * number carries that port's index above its 12-bit slot, so every context
+ * of every process of the node shares one LID, one GID and one QP number
+ * space, and a sender finds the UDP port from (LID or GID, QP number) alone.
+ *
+ * Objects: struct sv_ctx is the device as one process sees it (one UDP port,
+ * one progress thread, QPs, MRs), shared by every ibv_open_device() of that
+ * device in the process; struct sv_open is one opened context (its
+ * ibv_context, async event queue and command fd).
+ *
+ * Locking: one mutex per device instance (sv_ctx.lock) protects every QP,
+ * CQ, SRQ and MR on it and the UDP socket. Completion channels have their
+ * own lock (taken after the device lock, never before), because
+ * ibv_get_cq_event() runs without the device lock; so do async queues.
  */
 #ifndef SV_INTERNAL_H
 #define SV_INTERNAL_H
@@ -24,7 +37,10 @@
 
 #define SV_MAX_DEVICES 8
 #define SV_MAX_QP 4096
-#define SV_QPN_BASE 0x100
+#define SV_QPN_SLOT_BITS 12  /* QPN = (port index + 1) << 12 | slot */
+#define SV_NODE_PORTS 4096   /* UDP ports reserved per device on a node */
+#define SV_NODE_PROCS 4094   /* port indexes usable (QPN stays < 0xffffff) */
+#define SV_PORT_BASE 12000   /* default SOFTVERBS_UDP_PORT */
 #define SV_MAX_SGE 16
 #define SV_MAX_INLINE 256
 #define SV_MAX_WR 16384
@@ -53,7 +69,9 @@ struct sv_config {
 	int stats;          /* SOFTVERBS_STATS */
 	int debug;          /* SOFTVERBS_DEBUG: 0 quiet, 1 errors, 2 trace */
 	uint32_t min_timeout_us; /* SOFTVERBS_MIN_TIMEOUT_US */
-	uint16_t udp_port;  /* SOFTVERBS_UDP_PORT: first port tried */
+	uint16_t udp_port;  /* SOFTVERBS_UDP_PORT: the node's first port */
+	int no_resize_cq;   /* SOFTVERBS_NO_RESIZE_CQ: ibv_resize_cq -> EOPNOTSUPP */
+	uint32_t max_cqe;   /* SOFTVERBS_MAX_CQE: advertised and enforced */
 };
 
 extern struct sv_config sv_cfg;
@@ -87,13 +105,19 @@ struct sv_device {
 	int index;
 };
 
+struct sv_open;
+
 struct sv_ctx {
 	pthread_mutex_t lock;
 	int sock;
 	uint32_t ip;    /* network order */
-	uint16_t port;  /* host order; also the LID in IB mode */
+	uint16_t port;  /* host order: this process's UDP port */
+	uint16_t base;  /* host order: the device's first port; its LID in IB mode */
+	uint32_t qpn_hi; /* (port - base + 1) << SV_QPN_SLOT_BITS */
 	int roce;
 	int dev_index;
+	int refs;       /* opened contexts sharing this device instance */
+	struct sv_open *opens;
 	uint64_t rng;
 	pthread_t thread;
 	int thread_started;
@@ -113,18 +137,29 @@ struct sv_ctx {
 	uint8_t txbuf[SV_WIRE_MAX_PKT];
 	uint8_t rxbuf[SV_WIRE_MAX_PKT + 64];
 
+	struct sv_ctx *next_open;
+};
+
+/* One ibv_open_device(): what a context owns on its own. */
+struct sv_open {
+	struct sv_ctx *hca;
+	struct sv_open *next;   /* hca->opens, under hca->lock */
 	int async_fd;
+	int cmd_fd;
 	pthread_mutex_t async_lock;
 	struct ibv_async_event aq[64];
 	unsigned aq_head, aq_count;
-
-	struct sv_ctx *next_open;
 	struct verbs_context vctx; /* must be last: ibv_context ends it */
 };
 
+static inline struct sv_open *sv_open_of(struct ibv_context *c)
+{
+	return SV_CONTAINER_OF(c, struct sv_open, vctx.context);
+}
+
 static inline struct sv_ctx *sv_ctx_of(struct ibv_context *c)
 {
-	return SV_CONTAINER_OF(c, struct sv_ctx, vctx.context);
+	return sv_open_of(c)->hca;
 }
 
 /* ---- PD and MR ---------------------------------------------------------- */
@@ -191,6 +226,7 @@ struct sv_swqe {
 	uint32_t imm;     /* big endian, as posted */
 	uint32_t rkey;
 	uint64_t raddr;
+	uint64_t cmp_add, swap; /* atomics */
 	uint32_t len, nsge;
 	uint32_t first_psn, npkts;
 	uint32_t rd_next;   /* READ: responses received in order */
@@ -247,7 +283,19 @@ struct sv_qp {
 	struct sv_xwr *xwr;
 	uint32_t nxwr;
 	int xwr_err;
+
+	/* responder: results of recent atomics, replayed for duplicates
+	 * (an atomic must not execute twice) */
+	struct { uint32_t psn; int valid; uint64_t orig; } atom[SV_MAX_RD_ATOM];
+	uint32_t atom_next;
 };
+
+/* RDMA READ and the atomics: one request, answered by read responses. */
+static inline int sv_read_like(uint32_t wr_opcode)
+{
+	return wr_opcode == IBV_WR_RDMA_READ || wr_opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+	       wr_opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
 
 static inline struct sv_qp *sv_qp_of(struct ibv_qp *q)
 {
@@ -265,6 +313,7 @@ static inline uint32_t sv_psn_add(uint32_t a, uint32_t n)
 }
 
 void sv_qp_to_error(struct sv_qp *qp, enum ibv_event_type ev, const char *why);
+void sv_qp_drop_ctx(struct sv_ctx *c, struct ibv_context *ctx);
 int sv_post_send_locked(struct sv_qp *qp, struct ibv_send_wr *wr,
 			struct ibv_send_wr **bad);
 void sv_qp_ex_init(struct sv_qp *qp);
@@ -313,7 +362,11 @@ const char *sv_qp_state_str(enum ibv_qp_state s);
 
 /* ---- addressing --------------------------------------------------------- */
 void sv_make_gid(const struct sv_ctx *c, union ibv_gid *gid);
+/* The UDP address of QP dqpn behind an address vector; EINVAL when the AV
+ * names no softverbs device. */
 int sv_addr_from_ah(const struct sv_ctx *c, const struct ibv_ah_attr *ah,
-		    struct sockaddr_in *out);
+		    uint32_t dqpn, struct sockaddr_in *out);
+uint16_t sv_dev_base_port(int dev_index);
+void sv_fill_device_attr(struct sv_ctx *c, struct ibv_device_attr *a);
 
 #endif

@@ -72,6 +72,12 @@ static struct ibv_mr *sv_reg(struct ibv_pd *pd, void *addr, size_t length,
 	uint32_t slot;
 	int err;
 
+	/* No memory windows: an HCA without them refuses MW_BIND access so. */
+	if (access & IBV_ACCESS_MW_BIND) {
+		sv_log(2, "ibv_reg_mr: EOPNOTSUPP: IBV_ACCESS_MW_BIND (no memory windows)");
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
 	/* The spec: remote write or atomic access needs local write. */
 	if ((access & ~known) ||
 	    ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
@@ -154,7 +160,10 @@ SV_EXPORT int ibv_dereg_mr(struct ibv_mr *mr)
 SV_EXPORT int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 			   void *addr, size_t length, int access)
 {
-	return IBV_REREG_MR_ERR_INPUT; /* not modelled */
+	/* not modelled: what rdma-core answers for a provider without rereg */
+	(void)mr; (void)flags; (void)pd; (void)addr; (void)length; (void)access;
+	errno = EOPNOTSUPP;
+	return IBV_REREG_MR_ERR_INPUT;
 }
 
 int sv_mr_check(struct sv_ctx *c, uint32_t key, struct ibv_pd *pd, uint64_t addr,

@@ -1,5 +1,5 @@
 /*
- * softverbs network: the UDP socket of an opened context, packet send
+ * softverbs network: the UDP socket of a device instance, packet send
  * (through fault injection) and receive, and the progress engine that both
  * the per-context progress thread and ibv_poll_cq() run.
  */
@@ -17,11 +17,6 @@
 
 #define SV_RX_BATCH 64
 #define SV_SOCKBUF (8 << 20)
-/* UDP ports tried when SOFTVERBS_UDP_PORT is not set; below the usual
- * ephemeral range and below 0xc000 so that the port can be the LID. */
-#define SV_PORT_LO 12000
-#define SV_PORT_HI 32000
-
 static void sv_sockbuf(int fd, int opt_force, int opt)
 {
 	int v = SV_SOCKBUF;
@@ -30,10 +25,13 @@ static void sv_sockbuf(int fd, int opt_force, int opt)
 		setsockopt(fd, SOL_SOCKET, opt, &v, sizeof(v));
 }
 
+/* Binds one port of the device's range (sv_internal.h): the first free one
+ * from a pseudo-random start, so that processes opening the device at the
+ * same time rarely race for the same port. */
 int sv_net_open(struct sv_ctx *c)
 {
 	struct sockaddr_in sa;
-	uint32_t span = SV_PORT_HI - SV_PORT_LO;
+	uint16_t base = sv_dev_base_port(c->dev_index);
 	uint32_t start;
 	int fd, err = EADDRINUSE;
 
@@ -46,23 +44,24 @@ int sv_net_open(struct sv_ctx *c)
 	sa.sin_family = AF_INET;
 	sa.sin_addr.s_addr = sv_cfg.ip;
 	start = (uint32_t)getpid() * 7919u + (uint32_t)(sv_now_ns() / 1000);
-	for (uint32_t i = 0; i < 512; i++) {
-		uint16_t port = sv_cfg.udp_port ? (uint16_t)(sv_cfg.udp_port + i)
-						: (uint16_t)(SV_PORT_LO + (start + i * 131u) % span);
-		if (port == 0 || port >= 0xc000)
-			continue;
-		sa.sin_port = htons(port);
+	for (uint32_t i = 0; i < SV_NODE_PROCS; i++) {
+		uint32_t idx = (start + i) % SV_NODE_PROCS;
+
+		sa.sin_port = htons((uint16_t)(base + idx));
 		if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
 			c->sock = fd;
 			c->ip = sv_cfg.ip;
-			c->port = port;
+			c->base = base;
+			c->port = (uint16_t)(base + idx);
+			c->qpn_hi = (idx + 1) << SV_QPN_SLOT_BITS;
 			return 0;
 		}
 		err = errno;
 		if (err != EADDRINUSE)
 			break;
 	}
-	sv_log(1, "cannot bind a UDP port on SOFTVERBS_ADDR: %s", strerror(err));
+	sv_log(1, "softverbs%d: cannot bind a UDP port in %u..%u on SOFTVERBS_ADDR: %s",
+	       c->dev_index, base, base + SV_NODE_PROCS - 1, strerror(err));
 	close(fd);
 	return err;
 }
@@ -159,8 +158,9 @@ static void sv_dispatch(struct sv_ctx *c, uint8_t *buf, size_t n)
 	}
 	c->st.rx_pkts++;
 	c->st.rx_bytes += h->payload_len;
-	slot = h->dst_qpn - SV_QPN_BASE;
-	if (slot >= SV_MAX_QP || !(qp = c->qps[slot]))
+	slot = h->dst_qpn & ((1u << SV_QPN_SLOT_BITS) - 1);
+	if (slot >= SV_MAX_QP || !(qp = c->qps[slot]) ||
+	    qp->qpx.qp_base.qp_num != h->dst_qpn)
 		return; /* no such QP: dropped, as by an HCA */
 	if (h->op == SV_OP_READ_RESP || h->op == SV_OP_ACK)
 		sv_req_on_response(qp, h, buf + sizeof(*h));

@@ -15,6 +15,10 @@ static enum ibv_wc_opcode sv_wc_opcode(uint32_t wr_op)
 	switch (wr_op) {
 	case IBV_WR_RDMA_READ:
 		return IBV_WC_RDMA_READ;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+		return IBV_WC_COMP_SWAP;
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		return IBV_WC_FETCH_ADD;
 	case IBV_WR_SEND:
 	case IBV_WR_SEND_WITH_IMM:
 		return IBV_WC_SEND;
@@ -36,7 +40,28 @@ static void sv_flush_now(struct sv_qp *qp, struct sv_cq *cq, uint64_t wr_id,
 	sv_cq_push(cq, &wc, 0);
 }
 
-static int sv_build_swqe(struct sv_qp *qp, const struct ibv_send_wr *wr)
+static const char *sv_opcode_str(uint32_t op)
+{
+	switch (op) {
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+		return "ATOMIC_CMP_AND_SWP";
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		return "ATOMIC_FETCH_AND_ADD";
+	case IBV_WR_LOCAL_INV:
+		return "LOCAL_INV";
+	case IBV_WR_BIND_MW:
+		return "BIND_MW";
+	case IBV_WR_SEND_WITH_INV:
+		return "SEND_WITH_INV";
+	case IBV_WR_TSO:
+		return "TSO";
+	default:
+		return "unknown opcode";
+	}
+}
+
+/* Queues one send WQE; on failure returns the errno and sets *why. */
+static int sv_build_swqe(struct sv_qp *qp, const struct ibv_send_wr *wr, const char **why)
 {
 	struct sv_swqe *w = &qp->sq[qp->sq_tail % qp->sq_cap];
 	uint64_t len = 0;
@@ -47,25 +72,46 @@ static int sv_build_swqe(struct sv_qp *qp, const struct ibv_send_wr *wr)
 	case IBV_WR_RDMA_WRITE:
 	case IBV_WR_RDMA_WRITE_WITH_IMM:
 	case IBV_WR_RDMA_READ:
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
 		break;
 	default:
-		return EINVAL; /* atomics, bind, invalidate, TSO: not modelled */
+		/* bind, invalidate, TSO: not modelled */
+		*why = sv_opcode_str(wr->opcode);
+		return EINVAL;
 	}
-	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->cap.max_send_sge)
+	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->cap.max_send_sge) {
+		*why = "num_sge above the QP's max_send_sge";
 		return EINVAL;
-	if ((wr->send_flags & IBV_SEND_INLINE) && wr->opcode == IBV_WR_RDMA_READ)
+	}
+	if ((wr->send_flags & IBV_SEND_INLINE) && sv_read_like(wr->opcode)) {
+		*why = "IBV_SEND_INLINE on an RDMA READ or atomic";
 		return EINVAL;
+	}
 	for (int i = 0; i < wr->num_sge; i++)
 		len += wr->sg_list[i].length;
-	if (len > SV_MAX_MSG)
+	if (wr->opcode != IBV_WR_RDMA_READ && sv_read_like(wr->opcode) && len != 8) {
+		*why = "an atomic needs 8 bytes of local buffer (sum of its SGEs)";
 		return EINVAL;
+	}
+	if (len > SV_MAX_MSG) {
+		*why = "message longer than the port's max_msg_sz";
+		return EINVAL;
+	}
 
 	w->wr_id = wr->wr_id;
 	w->opcode = wr->opcode;
 	w->flags = wr->send_flags;
 	w->imm = wr->imm_data;
-	w->rkey = wr->wr.rdma.rkey;
-	w->raddr = wr->wr.rdma.remote_addr;
+	if (wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+		w->rkey = wr->wr.atomic.rkey;
+		w->raddr = wr->wr.atomic.remote_addr;
+		w->cmp_add = wr->wr.atomic.compare_add;
+		w->swap = wr->wr.atomic.swap;
+	} else {
+		w->rkey = wr->wr.rdma.rkey;
+		w->raddr = wr->wr.rdma.remote_addr;
+	}
 	w->len = (uint32_t)len;
 	w->checked = w->done = 0;
 	w->err = 0;
@@ -76,8 +122,10 @@ static int sv_build_swqe(struct sv_qp *qp, const struct ibv_send_wr *wr)
 		uint8_t *buf = qp->sq_inline + (size_t)(qp->sq_tail % qp->sq_cap) * SV_MAX_INLINE;
 		uint32_t off = 0;
 
-		if (len > qp->cap.max_inline_data)
+		if (len > qp->cap.max_inline_data) {
+			*why = "inline data longer than the QP's max_inline_data";
 			return EINVAL;
+		}
 		for (int i = 0; i < wr->num_sge; i++) {
 			memcpy(buf + off, (void *)(uintptr_t)wr->sg_list[i].addr,
 			       wr->sg_list[i].length);
@@ -101,6 +149,7 @@ static int sv_build_swqe(struct sv_qp *qp, const struct ibv_send_wr *wr)
 
 int sv_post_send_locked(struct sv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
 {
+	const char *why = NULL;
 	int err = 0;
 
 	for (; wr; wr = wr->next) {
@@ -112,19 +161,26 @@ int sv_post_send_locked(struct sv_qp *qp, struct ibv_send_wr *wr, struct ibv_sen
 		}
 		if (s != IBV_QPS_RTS && s != IBV_QPS_SQD) {
 			err = EINVAL; /* strict: HCAs refuse sends before RTS */
+			why = "QP not in RTS";
 			break;
 		}
 		if (qp->sq_tail - qp->sq_head >= qp->sq_cap) {
 			err = ENOMEM;
+			why = "send queue full";
 			break;
 		}
-		err = sv_build_swqe(qp, wr);
+		err = sv_build_swqe(qp, wr, &why);
 		if (err)
 			break;
 		qp->sq_tail++;
 	}
-	if (err && bad)
-		*bad = wr;
+	if (err) {
+		sv_log(1, "ibv_post_send(qp 0x%x, wr_id 0x%llx): %s: %s",
+		       qp->qpx.qp_base.qp_num, wr ? (unsigned long long)wr->wr_id : 0ull,
+		       err == ENOMEM ? "ENOMEM" : "EINVAL", why ? why : "?");
+		if (bad)
+			*bad = wr;
+	}
 	sv_req_push(qp);
 	return err;
 }
@@ -160,6 +216,8 @@ int sv_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr
 	for (; wr; wr = wr->next) {
 		if (qp->srq || qp->attr.qp_state == IBV_QPS_RESET) {
 			err = EINVAL;
+			sv_log(1, "ibv_post_recv(qp 0x%x): EINVAL: %s", ibqp->qp_num,
+			       qp->srq ? "QP uses an SRQ" : "QP in RESET");
 			break;
 		}
 		if (qp->attr.qp_state == IBV_QPS_ERR) {
@@ -168,11 +226,15 @@ int sv_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr
 		}
 		if (qp->rq_tail - qp->rq_head >= qp->rq_cap) {
 			err = ENOMEM;
+			sv_log(1, "ibv_post_recv(qp 0x%x): ENOMEM: receive queue full", ibqp->qp_num);
 			break;
 		}
 		err = sv_rwqe_fill(&qp->rq[qp->rq_tail % qp->rq_cap], wr, qp->cap.max_recv_sge);
-		if (err)
+		if (err) {
+			sv_log(1, "ibv_post_recv(qp 0x%x): EINVAL: num_sge above max_recv_sge",
+			       ibqp->qp_num);
 			break;
+		}
 		qp->rq_tail++;
 	}
 	if (err && bad)
@@ -190,11 +252,14 @@ int sv_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr, struct ibv_r
 	for (; wr; wr = wr->next) {
 		if (srq->tail - srq->head >= srq->cap) {
 			err = ENOMEM;
+			sv_log(1, "ibv_post_srq_recv: ENOMEM: SRQ full");
 			break;
 		}
 		err = sv_rwqe_fill(&srq->ring[srq->tail % srq->cap], wr, srq->max_sge);
-		if (err)
+		if (err) {
+			sv_log(1, "ibv_post_srq_recv: EINVAL: num_sge above the SRQ's max_sge");
 			break;
+		}
 		srq->tail++;
 	}
 	if (err && bad)

@@ -176,6 +176,27 @@ static void sv_qp_free(struct sv_qp *qp)
 	free(qp);
 }
 
+/* ibv_close_device() with QPs of that context still open: they leave the
+ * shared device instance (as the kernel destroys them when a real context
+ * closes), so that no packet reaches them and no event names the closed
+ * context. Called with c->lock held. */
+void sv_qp_drop_ctx(struct sv_ctx *c, struct ibv_context *ctx)
+{
+	for (int i = 0; i < c->nlive;) {
+		struct sv_qp *qp = c->live[i];
+
+		if (qp->qpx.qp_base.context != ctx) {
+			i++;
+			continue;
+		}
+		sv_log(2, "ibv_close_device: qp 0x%x was still open: destroyed",
+		       qp->qpx.qp_base.qp_num);
+		c->qps[qp->slot] = NULL;
+		c->live[i] = c->live[--c->nlive];
+		sv_qp_free(qp);
+	}
+}
+
 static int sv_qp_register(struct sv_ctx *c, struct sv_qp *qp)
 {
 	struct sv_qp **live;
@@ -192,7 +213,7 @@ static int sv_qp_register(struct sv_ctx *c, struct sv_qp *qp)
 		c->qps[s] = qp;
 		c->next_qp_slot = s + 1;
 		qp->slot = s;
-		qp->qpx.qp_base.qp_num = SV_QPN_BASE + s;
+		qp->qpx.qp_base.qp_num = c->qpn_hi | s;
 		return 0;
 	}
 	return ENOMEM;
@@ -201,16 +222,24 @@ static int sv_qp_register(struct sv_ctx *c, struct sv_qp *qp)
 struct ibv_qp *sv_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *a)
 {
 	struct sv_ctx *c = sv_ctx_of(ctx);
-	const uint32_t known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+	const uint32_t known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS |
+			       IBV_QP_INIT_ATTR_CREATE_FLAGS;
 	struct sv_qp *qp;
 	int err;
 
 	if (!(a->comp_mask & IBV_QP_INIT_ATTR_PD) || !a->pd || (a->comp_mask & ~known) ||
 	    a->pd->context != ctx) {
+		sv_log(1, "ibv_create_qp_ex: EINVAL: %s", !(a->comp_mask & IBV_QP_INIT_ATTR_PD) ||
+		       !a->pd ? "no PD" : a->pd->context != ctx ? "PD of another context" :
+		       "comp_mask has bits softverbs does not know");
 		errno = EINVAL;
 		return NULL;
 	}
-	if (a->qp_type != IBV_QPT_RC) {
+	/* A create flag the device lacks is EOPNOTSUPP; flags 0 is no request. */
+	if (a->qp_type != IBV_QPT_RC ||
+	    ((a->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && a->create_flags)) {
+		sv_log(2, "ibv_create_qp_ex: EOPNOTSUPP: %s", a->qp_type != IBV_QPT_RC ?
+		       "only RC QPs are modelled" : "create_flags not supported");
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
@@ -254,8 +283,13 @@ struct ibv_qp *sv_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_
 	if (a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
 		const uint64_t ops = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
 				     IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
-				     IBV_QP_EX_WITH_RDMA_READ;
+				     IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
+				     IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
 		if (a->send_ops_flags & ~ops) {
+			sv_log(2, "ibv_create_qp_ex: EOPNOTSUPP: send_ops_flags 0x%llx: only "
+			       "SEND, SEND_WITH_IMM, RDMA_WRITE(_WITH_IMM), RDMA_READ, "
+			       "ATOMIC_CMP_AND_SWP, ATOMIC_FETCH_AND_ADD",
+			       (unsigned long long)a->send_ops_flags);
 			err = EOPNOTSUPP;
 			goto err_free;
 		}
@@ -325,7 +359,7 @@ static const char *sv_attr_invalid(struct sv_qp *qp, const struct ibv_qp_attr *a
 	    (a->qp_access_flags & ~(unsigned)(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
 					      IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)))
 		return "unknown qp_access_flags";
-	sv_query_port_op(&qp->ctx->vctx.context, 1, &pa, sizeof(pa));
+	sv_query_port_op(qp->qpx.qp_base.context, 1, &pa, sizeof(pa));
 	if ((mask & IBV_QP_PATH_MTU) &&
 	    (a->path_mtu < IBV_MTU_256 || a->path_mtu > pa.active_mtu))
 		return "path_mtu above the port's active MTU";
@@ -391,7 +425,10 @@ SV_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a, int mask
 	why = sv_attr_invalid(qp, a, mask);
 	if (why)
 		goto err_inval;
-	if ((mask & IBV_QP_AV) && sv_addr_from_ah(c, &a->ah_attr, &peer)) {
+	if ((mask & IBV_QP_AV) &&
+	    sv_addr_from_ah(c, &a->ah_attr, (mask & IBV_QP_DEST_QPN) ? a->dest_qp_num
+								   : qp->attr.dest_qp_num,
+			    &peer)) {
 		why = "ah_attr does not name a softverbs port";
 		goto err_inval;
 	}
@@ -411,8 +448,13 @@ SV_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a, int mask
 		qp->attr.path_mtu = a->path_mtu;
 		qp->mtu = 128u << a->path_mtu;
 	}
-	if (mask & IBV_QP_DEST_QPN)
+	if (mask & IBV_QP_DEST_QPN) {
 		qp->attr.dest_qp_num = a->dest_qp_num;
+		/* the UDP port depends on the QP number as well as the AV */
+		if (!(mask & IBV_QP_AV) &&
+		    sv_addr_from_ah(c, &qp->attr.ah_attr, a->dest_qp_num, &peer) == 0)
+			qp->peer = peer;
+	}
 	if (mask & IBV_QP_RQ_PSN) {
 		qp->attr.rq_psn = a->rq_psn;
 		qp->epsn = a->rq_psn;

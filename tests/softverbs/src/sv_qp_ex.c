@@ -70,6 +70,12 @@ static int sv_wr_complete(struct ibv_qp_ex *q)
 	struct ibv_send_wr *bad = NULL;
 	int err = qp->xwr_err;
 
+	if (err)
+		sv_log(1, "ibv_wr_complete(qp 0x%x): %s: nothing posted: %s", q->qp_base.qp_num,
+		       err == ENOMEM ? "ENOMEM" : "EINVAL", err == ENOMEM ?
+		       "more work requests than the send queue holds" :
+		       "a setter without an ibv_wr_<opcode> before it, more SGEs than "
+		       "16 or inline data above 256 bytes");
 	if (!err && qp->nxwr) {
 		for (uint32_t i = 0; i + 1 < qp->nxwr; i++)
 			qp->xwr[i].wr.next = &qp->xwr[i + 1].wr;
@@ -121,6 +127,30 @@ static void sv_wr_rdma_write_imm(struct ibv_qp_ex *q, uint32_t rkey, uint64_t ra
 				 __be32 imm)
 {
 	sv_wr_rdma(q, IBV_WR_RDMA_WRITE_WITH_IMM, rkey, raddr, imm);
+}
+
+static void sv_wr_atomic(struct ibv_qp_ex *q, enum ibv_wr_opcode op, uint32_t rkey,
+			 uint64_t raddr, uint64_t cmp_add, uint64_t swap)
+{
+	struct sv_xwr *x = sv_xwr_new(q, op);
+	if (x) {
+		x->wr.wr.atomic.rkey = rkey;
+		x->wr.wr.atomic.remote_addr = raddr;
+		x->wr.wr.atomic.compare_add = cmp_add;
+		x->wr.wr.atomic.swap = swap;
+	}
+}
+
+static void sv_wr_atomic_cmp_swp(struct ibv_qp_ex *q, uint32_t rkey, uint64_t raddr,
+				 uint64_t compare, uint64_t swap)
+{
+	sv_wr_atomic(q, IBV_WR_ATOMIC_CMP_AND_SWP, rkey, raddr, compare, swap);
+}
+
+static void sv_wr_atomic_fetch_add(struct ibv_qp_ex *q, uint32_t rkey, uint64_t raddr,
+				   uint64_t add)
+{
+	sv_wr_atomic(q, IBV_WR_ATOMIC_FETCH_AND_ADD, rkey, raddr, add, 0);
 }
 
 static void sv_wr_rdma_read(struct ibv_qp_ex *q, uint32_t rkey, uint64_t raddr)
@@ -190,6 +220,8 @@ void sv_qp_ex_init(struct sv_qp *qp)
 	q->wr_rdma_write = sv_wr_rdma_write;
 	q->wr_rdma_write_imm = sv_wr_rdma_write_imm;
 	q->wr_rdma_read = sv_wr_rdma_read;
+	q->wr_atomic_cmp_swp = sv_wr_atomic_cmp_swp;
+	q->wr_atomic_fetch_add = sv_wr_atomic_fetch_add;
 	q->wr_set_sge = sv_wr_set_sge;
 	q->wr_set_sge_list = sv_wr_set_sge_list;
 	q->wr_set_inline_data = sv_wr_set_inline_data;

@@ -4,10 +4,12 @@
  * read responses, retires WQEs in order into the send CQ, and runs the
  * retransmit timer (QP timeout, retry_cnt) and the RNR timer (rnr_retry,
  * IB RNR timer table). Recovery is go-back-N from the first missing PSN; an
- * RDMA READ is re-requested from its first missing response.
+ * RDMA READ is re-requested from its first missing response; an atomic is a
+ * one-packet "read" whose request carries its operands.
  *
  * Everything here runs with the context lock held.
  */
+#include <endian.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -63,6 +65,14 @@ static void sv_complete(struct sv_qp *qp, struct sv_swqe *w, enum ibv_wc_status 
 		wc.opcode = IBV_WC_RDMA_READ;
 		wc.byte_len = w->len;
 		break;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+		wc.opcode = IBV_WC_COMP_SWAP;
+		wc.byte_len = 8;
+		break;
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		wc.opcode = IBV_WC_FETCH_ADD;
+		wc.byte_len = 8;
+		break;
 	case IBV_WR_SEND:
 	case IBV_WR_SEND_WITH_IMM:
 		wc.opcode = IBV_WC_SEND;
@@ -92,7 +102,7 @@ void sv_req_retire(struct sv_qp *qp)
 					   IBV_EVENT_QP_FATAL, why);
 			return;
 		}
-		if (w->opcode == IBV_WR_RDMA_READ) {
+		if (sv_read_like(w->opcode)) {
 			if (!w->done)
 				break;
 		} else if (sv_psn_diff(sv_psn_add(w->first_psn, w->npkts - 1), qp->una_psn) >= 0) {
@@ -112,7 +122,7 @@ void sv_req_retire(struct sv_qp *qp)
 		struct sv_swqe *w = sv_sq_at(qp, qp->tx_cur);
 		int32_t d = sv_psn_diff(qp->una_psn, w->first_psn);
 
-		if (w->opcode != IBV_WR_RDMA_READ && d > 0 && (uint32_t)d < w->npkts) {
+		if (!sv_read_like(w->opcode) && d > 0 && (uint32_t)d < w->npkts) {
 			qp->tx_pkt = (uint32_t)d;
 			qp->tx_psn = qp->una_psn;
 		}
@@ -124,7 +134,7 @@ void sv_req_retire(struct sv_qp *qp)
 /* Checks every local SGE of w; returns 0 or an ibv_wc_status. */
 static int sv_check_local(struct sv_qp *qp, struct sv_swqe *w)
 {
-	unsigned need = w->opcode == IBV_WR_RDMA_READ ? IBV_ACCESS_LOCAL_WRITE : 0;
+	unsigned need = sv_read_like(w->opcode) ? IBV_ACCESS_LOCAL_WRITE : 0;
 	uint8_t *p;
 
 	if (w->flags & IBV_SEND_INLINE)
@@ -204,6 +214,18 @@ static void sv_send_read_req(struct sv_qp *qp, struct sv_swqe *w)
 	uint32_t off = w->rd_next * qp->mtu;
 	struct sv_hdr h;
 
+	if (w->opcode != IBV_WR_RDMA_READ) {
+		uint64_t ops[2] = { htole64(w->cmp_add), htole64(w->swap) };
+
+		sv_hdr_init(qp, &h, SV_OP_ATOMIC, w->first_psn);
+		h.flags = SV_F_FIRST | SV_F_LAST |
+			  (w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? SV_F_CMP_SWAP : 0);
+		h.rkey = w->rkey;
+		h.va = w->raddr;
+		h.dma_len = 8;
+		sv_net_send(qp->ctx, &qp->peer, &h, ops, sizeof(ops));
+		return;
+	}
 	sv_hdr_init(qp, &h, SV_OP_READ_REQ, sv_psn_add(w->first_psn, w->rd_next));
 	h.flags = SV_F_FIRST | SV_F_LAST;
 	h.rkey = w->rkey;
@@ -218,7 +240,7 @@ static int sv_reads_in_flight(struct sv_qp *qp)
 
 	for (uint32_t i = qp->sq_head; i != qp->tx_cur; i++) {
 		struct sv_swqe *w = sv_sq_at(qp, i);
-		n += w->opcode == IBV_WR_RDMA_READ && !w->done;
+		n += sv_read_like(w->opcode) && !w->done;
 	}
 	return n;
 }
@@ -244,7 +266,7 @@ void sv_req_push(struct sv_qp *qp)
 			return;
 		}
 		w->checked = 1;
-		if (w->opcode == IBV_WR_RDMA_READ) {
+		if (sv_read_like(w->opcode)) {
 			if (!w->done) {
 				if (sv_reads_in_flight(qp) >= max_rd)
 					break;
@@ -274,7 +296,7 @@ static void sv_rewind_to(struct sv_qp *qp, uint32_t idx, uint32_t pkt)
 	struct sv_swqe *w = sv_sq_at(qp, idx);
 	uint32_t psn;
 
-	if (w->opcode == IBV_WR_RDMA_READ) {
+	if (sv_read_like(w->opcode)) {
 		pkt = w->rd_next;
 		w->rd_rereq = w->rd_next;
 	}
@@ -282,7 +304,7 @@ static void sv_rewind_to(struct sv_qp *qp, uint32_t idx, uint32_t pkt)
 	if (sv_psn_diff(qp->tx_psn, psn) > 0)
 		qp->ctx->st.retransmits += (uint64_t)sv_psn_diff(qp->tx_psn, psn);
 	qp->tx_cur = idx;
-	qp->tx_pkt = w->opcode == IBV_WR_RDMA_READ ? 0 : pkt;
+	qp->tx_pkt = sv_read_like(w->opcode) ? 0 : pkt;
 	qp->tx_psn = psn;
 }
 
@@ -384,7 +406,7 @@ static void sv_on_read_resp(struct sv_qp *qp, const struct sv_hdr *h, const uint
 
 	for (idx = qp->sq_head; idx != qp->tx_cur; idx++) {
 		struct sv_swqe *x = sv_sq_at(qp, idx);
-		if (x->opcode == IBV_WR_RDMA_READ && !x->done) {
+		if (sv_read_like(x->opcode) && !x->done) {
 			w = x;
 			break;
 		}
@@ -447,7 +469,7 @@ void sv_req_on_response(struct sv_qp *qp, const struct sv_hdr *h, const uint8_t 
 	/* An ACK past an unfinished READ means its responses were lost. */
 	if (qp->sq_head != qp->tx_cur) {
 		struct sv_swqe *w = sv_sq_at(qp, qp->sq_head);
-		if (w->opcode == IBV_WR_RDMA_READ && !w->done &&
+		if (sv_read_like(w->opcode) && !w->done &&
 		    sv_psn_diff(h->psn, sv_psn_add(w->first_psn, w->npkts - 1)) >= 0 &&
 		    w->rd_rereq != w->rd_next)
 			sv_rewind_to(qp, qp->sq_head, w->rd_next);

@@ -1,12 +1,14 @@
 /*
  * softverbs RC responder: executes in-sequence requests (SEND into a
  * receive WQE from the RQ or SRQ, RDMA WRITE into a registered region,
- * RDMA READ back to the requester), checks rkeys, access and bounds,
+ * RDMA READ back to the requester, 8-byte compare-and-swap and fetch-and-add
+ * executed once and replayed for duplicates), checks rkeys, access and bounds,
  * answers with coalesced ACKs, one NAK per sequence gap, RNR NAKs when no
  * receive WQE is posted, and error NAKs that move the QP to the error state.
  *
  * Everything here runs with the context lock held.
  */
+#include <endian.h>
 #include <string.h>
 
 #include "sv_internal.h"
@@ -260,6 +262,85 @@ static void sv_resp_read(struct sv_qp *qp, const struct sv_hdr *h, int in_seq)
 		qp->epsn = sv_psn_add(h->psn, n);
 }
 
+/* Executes an atomic (in sequence) once, or answers a duplicate with the
+ * original value it returned then; the answer is one read response. */
+static void sv_resp_atomic(struct sv_qp *qp, const struct sv_hdr *h, const uint8_t *payload,
+			   int in_seq)
+{
+	struct sv_ctx *c = qp->ctx;
+	uint64_t ops[2], orig = 0, v;
+	uint8_t *dst;
+	struct sv_hdr r;
+	int found = 0;
+
+	if (!in_seq) {
+		for (unsigned i = 0; i < SV_MAX_RD_ATOM; i++) {
+			if (qp->atom[i].valid && qp->atom[i].psn == h->psn) {
+				orig = qp->atom[i].orig;
+				found = 1;
+			}
+		}
+		if (!found)
+			return; /* older than every saved result: nobody waits for it */
+	} else {
+		if (h->payload_len != sizeof(ops)) {
+			c->st.bad_pkts++;
+			return;
+		}
+		if (!(qp->attr.qp_access_flags & IBV_ACCESS_REMOTE_ATOMIC)) {
+			sv_resp_fail(qp, h, SV_SYN_NAK_ACCESS, IBV_WC_SUCCESS,
+				     "atomic on a QP without IBV_ACCESS_REMOTE_ATOMIC");
+			return;
+		}
+		if (h->va & 7) {
+			sv_resp_fail(qp, h, SV_SYN_NAK_INV, IBV_WC_SUCCESS,
+				     "atomic at a remote address not 8-byte aligned");
+			return;
+		}
+		if (sv_mr_check(c, h->rkey, &qp->pd->pd, h->va, 8, IBV_ACCESS_REMOTE_ATOMIC, 1,
+				&dst)) {
+			sv_resp_fail(qp, h, SV_SYN_NAK_ACCESS, IBV_WC_SUCCESS,
+				     "atomic rkey / bounds / access check failed");
+			return;
+		}
+		memcpy(ops, payload, sizeof(ops));
+		ops[0] = le64toh(ops[0]);
+		ops[1] = le64toh(ops[1]);
+		if (((uintptr_t)dst & 7) == 0) {
+			/* atomic against the owner's CPU as well */
+			uint64_t *p = (uint64_t *)(void *)dst;
+
+			if (h->flags & SV_F_CMP_SWAP) {
+				orig = ops[0];
+				__atomic_compare_exchange_n(p, &orig, ops[1], 0, __ATOMIC_SEQ_CST,
+							    __ATOMIC_SEQ_CST);
+			} else {
+				orig = __atomic_fetch_add(p, ops[0], __ATOMIC_SEQ_CST);
+			}
+		} else { /* a zero-based MR at an odd address: atomic w.r.t. the HCA */
+			memcpy(&orig, dst, 8);
+			v = (h->flags & SV_F_CMP_SWAP) ? (orig == ops[0] ? ops[1] : orig)
+						       : orig + ops[0];
+			memcpy(dst, &v, 8);
+		}
+		qp->atom[qp->atom_next].psn = h->psn;
+		qp->atom[qp->atom_next].orig = orig;
+		qp->atom[qp->atom_next].valid = 1;
+		qp->atom_next = (qp->atom_next + 1) % SV_MAX_RD_ATOM;
+		qp->epsn = sv_psn_add(h->psn, 1);
+	}
+	sv_resp_flush_ack(qp);
+	memset(&r, 0, sizeof(r));
+	r.op = SV_OP_READ_RESP;
+	r.flags = SV_F_FIRST | SV_F_LAST;
+	r.psn = h->psn;
+	r.dst_qpn = qp->attr.dest_qp_num;
+	r.src_qpn = qp->qpx.qp_base.qp_num;
+	r.src_lid = c->roce ? 0 : c->port;
+	/* the original value as the requester's memory holds it (host order) */
+	sv_net_send(c, &qp->peer, &r, &orig, sizeof(orig));
+}
+
 void sv_resp_on_request(struct sv_qp *qp, const struct sv_hdr *h, const uint8_t *payload)
 {
 	enum ibv_qp_state s = qp->attr.qp_state;
@@ -292,6 +373,8 @@ void sv_resp_on_request(struct sv_qp *qp, const struct sv_hdr *h, const uint8_t 
 	if (d < 0) {
 		if (h->op == SV_OP_READ_REQ)
 			sv_resp_read(qp, h, 0);
+		else if (h->op == SV_OP_ATOMIC)
+			sv_resp_atomic(qp, h, payload, 0);
 		else
 			qp->ack_pending = 1; /* duplicate: acknowledge again */
 		return;
@@ -306,6 +389,9 @@ void sv_resp_on_request(struct sv_qp *qp, const struct sv_hdr *h, const uint8_t 
 		break;
 	case SV_OP_READ_REQ:
 		sv_resp_read(qp, h, 1);
+		break;
+	case SV_OP_ATOMIC:
+		sv_resp_atomic(qp, h, payload, 1);
 		break;
 	default:
 		qp->ctx->st.bad_pkts++;

@@ -18,6 +18,9 @@ enum sv_op {
 	SV_OP_READ_REQ = 3,  /* request: RDMA_READ */
 	SV_OP_READ_RESP = 4, /* response carrying read data */
 	SV_OP_ACK = 5,       /* response: ACK or NAK (see syndrome) */
+	SV_OP_ATOMIC = 6,    /* request: 8-byte atomic at va; payload: compare
+			      * or add, then swap (2 x u64 LE); answered by one
+			      * SV_OP_READ_RESP carrying the original value */
 };
 
 enum sv_flag {
@@ -25,6 +28,7 @@ enum sv_flag {
 	SV_F_LAST = 1 << 1,
 	SV_F_IMM = 1 << 2,
 	SV_F_SOLICITED = 1 << 3,
+	SV_F_CMP_SWAP = 1 << 4,  /* SV_OP_ATOMIC: compare-and-swap (else fetch-add) */
 };
 
 enum sv_syndrome {

@@ -6,7 +6,8 @@ add_executable(sv_test
   ${CMAKE_CURRENT_LIST_DIR}/sv_test_main.c
   ${CMAKE_CURRENT_LIST_DIR}/sv_test_data.c
   ${CMAKE_CURRENT_LIST_DIR}/sv_test_errors.c
-  ${CMAKE_CURRENT_LIST_DIR}/sv_test_events.c)
+  ${CMAKE_CURRENT_LIST_DIR}/sv_test_events.c
+  ${CMAKE_CURRENT_LIST_DIR}/sv_test_atomic.c)
 target_link_libraries(sv_test PRIVATE softverbs Threads::Threads)
 
 set(SV_ENV_BASE "SOFTVERBS_SEED=12345;SOFTVERBS_STATS=1")
@@ -36,9 +37,12 @@ foreach(c bad_rkey bad_lkey dead_peer rnr_exceeded rnr_recover recv_too_small fl
   sv_case(${c} ${c})
 endforeach()
 sv_case(qp_misuse_roce qp_misuse "SOFTVERBS_LINK=roce")
+sv_case(atomic atomic)
+sv_case(atomic_loss20 atomic "SOFTVERBS_DROP_PCT=20;SOFTVERBS_DUP_PCT=5")
+sv_case(atomic_roce_loss10 atomic "SOFTVERBS_LINK=roce;SOFTVERBS_DROP_PCT=10;SOFTVERBS_REORDER_PCT=5")
 
-# Unmodified programs, two processes each. TCP ports are distinct per test
-# so that ctest -j runs them side by side.
+# Unmodified programs, two processes each. The TCP port is a hint (run_pair.sh
+# picks a free random one) so that ctest -j runs them side by side.
 set(SV_RUN ${CMAKE_CURRENT_LIST_DIR}/run_pair.sh)
 set(SV_LIB $<TARGET_FILE:softverbs>)
 set(SV_PREFIX "")
@@ -102,5 +106,36 @@ target_link_libraries(sv_dlopen_test PRIVATE ${CMAKE_DL_LIBS})
 add_test(NAME softverbs.dlopen COMMAND sv_dlopen_test ${SV_LIB})
 add_test(NAME softverbs.symbol_versions
   COMMAND ${CMAKE_CURRENT_LIST_DIR}/check_versions.sh ${SV_LIB})
-set_tests_properties(softverbs.dlopen softverbs.symbol_versions PROPERTIES
+add_test(NAME softverbs.ibv_devinfo
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/check_devinfo.sh ${SV_LIB})
+set_tests_properties(softverbs.dlopen softverbs.symbol_versions softverbs.ibv_devinfo PROPERTIES
   LABELS softverbs SKIP_RETURN_CODE 77 TIMEOUT 30)
+if(SV_PREFIX)
+  set_property(TEST softverbs.ibv_devinfo PROPERTY ENVIRONMENT "${SV_PREFIX}")
+endif()
+
+# rdma-core's own python tests (Debian's python3-pyverbs ships them, v44) over
+# softverbs: no crash, no failure, no error, and at least as many passing
+# tests as measured (a pass turned into a skip fails too); the rest must skip.
+# pyverbs_{ib,roce}: the core modules (about 5 s each); pyverbs_all_*: every
+# module (about 20 s each, label long). run_pyverbs.py exits 77 without
+# pyverbs. SV_PREFIX preloads the sanitizer runtimes in ASan builds.
+set(SV_PYVERBS ${CMAKE_CURRENT_LIST_DIR}/run_pyverbs.py)
+set(SV_PYVERBS_CORE test_device test_pd test_cq test_cq_events test_cqex test_mr test_qp
+  test_qpex test_shared_pd test_atomic test_addr test_relaxed_ordering)
+function(sv_pyverbs name link min_ok labels)
+  add_test(NAME softverbs.${name} COMMAND sh -c
+    "command -v python3 >/dev/null || { echo 'SKIP: no python3'; exit 77; }; exec python3 \"$@\""
+    sh ${SV_PYVERBS} --lib ${SV_LIB} --link ${link} --timeout 120 --max-fail 0 --max-error 0
+    --min-ok ${min_ok} ${ARGN})
+  set(env "SOFTVERBS_SEED=1")
+  if(SV_PREFIX)
+    set(env "${env};${SV_PREFIX}")
+  endif()
+  set_tests_properties(softverbs.${name} PROPERTIES LABELS "${labels}"
+    SKIP_RETURN_CODE 77 TIMEOUT 600 ENVIRONMENT "${env}")
+endfunction()
+sv_pyverbs(pyverbs_ib ib 44 softverbs ${SV_PYVERBS_CORE})
+sv_pyverbs(pyverbs_roce roce 44 softverbs ${SV_PYVERBS_CORE})
+sv_pyverbs(pyverbs_all_ib ib 45 "softverbs;long")
+sv_pyverbs(pyverbs_all_roce roce 45 "softverbs;long")

@@ -17,6 +17,20 @@ if [ -n "$SV_SANITIZER_PRELOAD" ]; then
 	preload="$SV_SANITIZER_PRELOAD $lib"
 	export ASAN_OPTIONS="detect_leaks=0:${ASAN_OPTIONS:-}"
 fi
+# The given port is only a hint: other checkouts may run the same test at the
+# same time, so take a random TCP port nobody listens on (a client connecting
+# to another test's server would fail both).
+# Below the kernel's ephemeral range (32768-60999), and not bound by any TCP
+# socket (a TIME_WAIT one blocks perftest's bind too).
+listening() { grep -q ":$(printf '%04X' "$1") 00000000:0000 0A" /proc/net/tcp /proc/net/tcp6 2>/dev/null; }
+port_used() { grep -q "^ *[0-9]*: [0-9A-F]*:$(printf '%04X' "$1") " /proc/net/tcp /proc/net/tcp6 2>/dev/null; }
+tries=0
+while :; do
+	port=$(( (port + $(od -An -N2 -tu2 /dev/urandom)) % 12000 + 20000 ))
+	port_used "$port" || break
+	tries=$((tries + 1))
+	[ $tries -lt 50 ] || { echo "FAIL: no free TCP port found"; exit 1; }
+done
 dir=$(mktemp -d /tmp/sv-pair.XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 
@@ -25,7 +39,7 @@ server=$!
 # wait until the server listens (at most 10 s)
 i=0
 while [ $i -lt 100 ]; do
-	if grep -q ":$(printf '%04X' "$port") 00000000:0000 0A" /proc/net/tcp /proc/net/tcp6 2>/dev/null; then
+	if listening "$port"; then
 		break
 	fi
 	sleep 0.1

@@ -1,6 +1,7 @@
 /*
  * softverbs behaviour tests: a connected pair of RC QPs in one process
- * (two opened contexts, so every packet still crosses UDP), polling with
+ * (two opened contexts of one device; every packet still crosses UDP, to the
+ * device's own port), polling with
  * deadlines, and the case table. Each case is one ctest test.
  */
 #ifndef SV_TEST_H
@@ -82,5 +83,6 @@ int case_events(void);
 int case_srq(void);
 int case_port_down(void);
 int case_flush(void);
+int case_atomic(void);
 
 #endif

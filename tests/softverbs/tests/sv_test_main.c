@@ -255,6 +255,7 @@ static const struct {
 	{ "srq", case_srq },
 	{ "port_down", case_port_down },
 	{ "flush", case_flush },
+	{ "atomic", case_atomic },
 };
 
 int main(int argc, char **argv)
