@@ -1,5 +1,8 @@
 /*
- * verbs_rdmacm.c - GX_IB_CM=rdmacm: QPs connected by librdmacm.
+ * verbs_rdmacm.c - GX_IB_CM=rdmacm: QPs connected by librdmacm. This file
+ * holds the domain, the helpers both sides share, the listener and
+ * acceptor, the event pump and release; the connector's side is
+ * verbs_rdmacm_connect.c.
  *
  *   connector                                 acceptor (listener + CM id)
  *   side channel: auth, REQ (QPs INIT)  --->  endpoint, QPs INIT; REP with
@@ -30,39 +33,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
-#include "fabric/verbs/verbs_rdmacm.h"
-
-enum id_kind { ID_LISTEN = 1, ID_ACTIVE = 2, ID_PASSIVE = 3 };
-enum id_state { S_NONE, S_ADDR, S_ROUTE, S_CONNECT, S_DONE };
-
-/* The context of every CM id gx creates or accepts. */
-struct verbs_rdmacm_id {
-    int kind;
-    int state;
-    int index;                        /* QP index within the endpoint */
-    struct rdma_cm_id *id;
-    struct verbs_ep *ep;              /* ID_ACTIVE, ID_PASSIVE */
-    struct verbs_rdmacm_listen *lst;  /* ID_LISTEN */
-};
-
-struct verbs_rdmacm_listen {
-    struct verbs_rdmacm_id ctx;       /* first: listen ids' context */
-    struct verbs_domain *dom;
-    struct gx_fab_listener *base;
-};
-
-struct verbs_rdmacm_ep {
-    struct verbs_rdmacm_id ids[GX_VERBS_MAX_QPS];
-    int ndone;
-    int error;                        /* first failure, already logged */
-    struct gx_sockaddr dst;           /* connector: the peer's CM address */
-};
-
-struct verbs_rdmacm_dom {
-    const struct gx_rdmacm_api *api;
-    struct rdma_event_channel *ch;
-    struct ibv_context **devs;        /* librdmacm's contexts; ours is one */
-};
+#include "fabric/verbs/verbs_rdmacm_internal.h"
 
 static const char *dev_name(struct verbs_domain *dom, struct ibv_context *ctx)
 {
@@ -156,14 +127,14 @@ void verbs_rdmacm_domain_close(struct verbs_domain *dom)
 }
 
 /* ---- helpers --------------------------------------------------------------- */
-static int ms_left(uint64_t deadline)
+int rdmacm_ms_left(uint64_t deadline)
 {
     uint64_t now = gx_now_ns();
     uint64_t ms = deadline > now ? (deadline - now) / 1000000u : 0;
     return ms < 100 ? 100 : ms > 60000 ? 60000 : (int)ms;
 }
 
-static void sockaddr_with_port(const struct gx_sockaddr *in, uint16_t port,
+void rdmacm_sockaddr_with_port(const struct gx_sockaddr *in, uint16_t port,
                                struct sockaddr_storage *out)
 {
     memset(out, 0, sizeof(*out));
@@ -179,7 +150,7 @@ static void sockaddr_with_port(const struct gx_sockaddr *in, uint16_t port,
 }
 
 /* The device and port a CM id is bound to must be the domain's. */
-static int check_device(struct verbs_domain *dom, struct rdma_cm_id *id, const char *who,
+int rdmacm_check_device(struct verbs_domain *dom, struct rdma_cm_id *id, const char *who,
                         const char *what)
 {
     if (id->verbs == dom->ctx && (id->port_num == 0 || id->port_num == dom->port.port))
@@ -194,7 +165,7 @@ static int check_device(struct verbs_domain *dom, struct rdma_cm_id *id, const c
 /* Move QP `i` of `ep` to RTR and RTS with the attributes the CM computed
  * for `id` (path, PSNs, peer QP). The retry settings are gx's. A transition
  * the CM leaves empty (iWARP: the kernel moves the QP) is skipped. */
-static int qp_up(struct verbs_ep *ep, int i, struct rdma_cm_id *id)
+int rdmacm_qp_up(struct verbs_ep *ep, int i, struct rdma_cm_id *id)
 {
     struct verbs_domain *dom = ep->dom;
     const struct gx_rdmacm_api *api = dom->rdmacm->api;
@@ -227,7 +198,7 @@ static int qp_up(struct verbs_ep *ep, int i, struct rdma_cm_id *id)
     return GX_OK;
 }
 
-static struct verbs_rdmacm_ep *ep_state(struct verbs_ep *ep)
+struct verbs_rdmacm_ep *rdmacm_ep_state(struct verbs_ep *ep)
 {
     if (!ep->rdmacm)
         ep->rdmacm = calloc(1, sizeof(*ep->rdmacm));
@@ -239,6 +210,25 @@ static void ep_failed(struct verbs_ep *ep, int rc)
     struct verbs_rdmacm_ep *re = ep->rdmacm;
     if (re && re->error == GX_OK)
         re->error = rc;
+}
+
+/* A failure event for `c`: the gx status with the peer named and the hint. */
+int rdmacm_event_failure(struct verbs_rdmacm_id *c, int type, int status, const void *pd,
+                         size_t pd_len)
+{
+    struct verbs_ep *ep = c->ep;
+    char hint[384];
+    int rc = gx_verbs_cm_event_status(type, status, hint, sizeof(hint));
+    struct gx_verbs_cm_pd rej;
+    char why[160];
+    if (type == RDMA_CM_EVENT_REJECTED &&
+        gx_verbs_cm_pd_decode(pd, pd_len, GX_VERBS_CM_PD_REJ, &rej, why, sizeof(why)) == GX_OK)
+        return gx_fail(rej.status == GX_EPROTO ? GX_EPROTO : GX_ECONNECT, GX_SUB_FABRIC,
+                       "verbs: rdmacm: %s: QP %d: the peer's gx rejected the connection with %s "
+                       "(see the peer's log)", ep->base.name, c->index + 1,
+                       gx_strerror(rej.status));
+    return gx_fail(rc == GX_OK ? GX_EPROTO : rc, GX_SUB_FABRIC, "verbs: rdmacm: %s: QP %d of %d: "
+                   "%s", ep->base.name, c->index + 1, ep->nqps, hint);
 }
 
 /* ---- listener -------------------------------------------------------------- */
@@ -262,14 +252,14 @@ int verbs_rdmacm_listen(struct verbs_domain *dom, struct gx_fab_listener *lst,
                        strerror(err));
     }
     struct sockaddr_storage sa;
-    sockaddr_with_port(&dom->local, 0, &sa);
+    rdmacm_sockaddr_with_port(&dom->local, 0, &sa);
     int rc = GX_OK;
     if (api->bind_addr(l->ctx.id, (struct sockaddr *)&sa) != 0) {
         int err = errno;
         rc = gx_fail(GX_ECONNECT, GX_SUB_FABRIC, "verbs: rdmacm: rdma_bind_addr(%s, %s) failed: "
                      "%s (is %s an RDMA netdev?)", a, dom->ifname, strerror(err), dom->ifname);
     } else if (l->ctx.id->verbs &&
-               (rc = check_device(dom, l->ctx.id, "listener", "GX_SOCKET_IFNAME's address")) !=
+               (rc = rdmacm_check_device(dom, l->ctx.id, "listener", "GX_SOCKET_IFNAME's address")) !=
                    GX_OK) {
         /* logged */
     } else if (api->listen(l->ctx.id, 128) != 0) {
@@ -294,176 +284,6 @@ void verbs_rdmacm_listen_close(struct verbs_rdmacm_listen *l)
         return;
     l->dom->rdmacm->api->destroy_id(l->ctx.id);
     free(l);
-}
-
-/* ---- connector ------------------------------------------------------------- */
-int verbs_rdmacm_connect_start(struct verbs_ep *ep, uint16_t cm_port)
-{
-    struct verbs_domain *dom = ep->dom;
-    const struct gx_rdmacm_api *api = dom->rdmacm->api;
-    if (cm_port == 0)
-        return gx_fail(GX_ECONNECT, GX_SUB_FABRIC, "verbs: %s does not connect QPs through "
-                       "librdmacm (its GX_IB_CM is tcp, this rank's is rdmacm): set the same "
-                       "GX_IB_CM on every rank", ep->base.name);
-    struct verbs_rdmacm_ep *re = ep_state(ep);
-    if (!re)
-        return gx_fail(GX_ENOMEM, GX_SUB_FABRIC, "verbs: out of memory (rdmacm)");
-    re->dst = ep->peer_sa;
-    struct sockaddr_storage src, dst;
-    sockaddr_with_port(&dom->local, 0, &src);
-    sockaddr_with_port(&ep->peer_sa, cm_port, &dst);
-    for (int i = 0; i < ep->nqps; i++) {
-        struct verbs_rdmacm_id *c = &re->ids[i];
-        c->kind = ID_ACTIVE;
-        c->ep = ep;
-        c->index = i;
-        if (api->create_id(dom->rdmacm->ch, &c->id, c, RDMA_PS_TCP) != 0) {
-            int err = errno;
-            c->id = NULL;
-            return gx_fail(GX_ESYSTEM, GX_SUB_FABRIC, "verbs: rdmacm: %s: rdma_create_id "
-                           "failed: %s", ep->base.name, strerror(err));
-        }
-        if (api->resolve_addr(c->id, (struct sockaddr *)&src, (struct sockaddr *)&dst,
-                              ms_left(ep->deadline)) != 0) {
-            int err = errno;
-            return gx_fail(GX_ECONNECT, GX_SUB_FABRIC, "verbs: rdmacm: %s: rdma_resolve_addr "
-                           "failed: %s (is %s an RDMA netdev with a route to the peer?)",
-                           ep->base.name, strerror(err), dom->ifname);
-        }
-        c->state = S_ADDR;
-    }
-    return GX_OK;
-}
-
-static const char *waiting_for(int state)
-{
-    switch (state) {
-    case S_ADDR: return "address resolution";
-    case S_ROUTE: return "route resolution";
-    case S_CONNECT: return "the peer's connect response";
-    default: return "nothing";
-    }
-}
-
-int verbs_rdmacm_connect_step(struct verbs_ep *ep)
-{
-    verbs_rdmacm_pump(ep->dom);
-    struct verbs_rdmacm_ep *re = ep->rdmacm;
-    if (!re)
-        return GX_ESTATE;
-    if (re->error != GX_OK)
-        return re->error;
-    if (re->ndone == ep->nqps)
-        return GX_OK;
-    if (gx_now_ns() > ep->deadline) {
-        for (int i = 0; i < ep->nqps; i++)
-            if (re->ids[i].state != S_DONE) {
-                re->error = gx_fail(GX_ETIMEOUT, GX_SUB_FABRIC, "verbs: rdmacm: %s: QP %d of %d "
-                                    "still waiting for %s at the set-up deadline "
-                                    "(GX_FAB_CONNECT_TIMEOUT)", ep->base.name, i + 1, ep->nqps,
-                                    waiting_for(re->ids[i].state));
-                return re->error;
-            }
-    }
-    return GX_INPROGRESS;
-}
-
-/* A failure event for `c`: the gx status with the peer named and the hint. */
-static int event_failure(struct verbs_rdmacm_id *c, int type, int status, const void *pd,
-                         size_t pd_len)
-{
-    struct verbs_ep *ep = c->ep;
-    char hint[384];
-    int rc = gx_verbs_cm_event_status(type, status, hint, sizeof(hint));
-    struct gx_verbs_cm_pd rej;
-    char why[160];
-    if (type == RDMA_CM_EVENT_REJECTED &&
-        gx_verbs_cm_pd_decode(pd, pd_len, GX_VERBS_CM_PD_REJ, &rej, why, sizeof(why)) == GX_OK)
-        return gx_fail(rej.status == GX_EPROTO ? GX_EPROTO : GX_ECONNECT, GX_SUB_FABRIC,
-                       "verbs: rdmacm: %s: QP %d: the peer's gx rejected the connection with %s "
-                       "(see the peer's log)", ep->base.name, c->index + 1,
-                       gx_strerror(rej.status));
-    return gx_fail(rc == GX_OK ? GX_EPROTO : rc, GX_SUB_FABRIC, "verbs: rdmacm: %s: QP %d of %d: "
-                   "%s", ep->base.name, c->index + 1, ep->nqps, hint);
-}
-
-static int active_event(struct verbs_rdmacm_id *c, int type, int status, const void *pd,
-                        size_t pd_len)
-{
-    struct verbs_ep *ep = c->ep;
-    struct verbs_domain *dom = ep->dom;
-    const struct gx_rdmacm_api *api = dom->rdmacm->api;
-    int i = c->index;
-    switch (type) {
-    case RDMA_CM_EVENT_ADDR_RESOLVED: {
-        int rc = check_device(dom, c->id, ep->base.name, "the peer's address");
-        if (rc != GX_OK)
-            return rc;
-        if (api->resolve_route(c->id, ms_left(ep->deadline)) != 0) {
-            int err = errno;
-            return gx_fail(GX_ECONNECT, GX_SUB_FABRIC, "verbs: rdmacm: %s: rdma_resolve_route "
-                           "failed: %s", ep->base.name, strerror(err));
-        }
-        c->state = S_ROUTE;
-        return GX_OK;
-    }
-    case RDMA_CM_EVENT_ROUTE_RESOLVED: {
-        struct gx_verbs_cm_pd req;
-        gx_verbs_cm_pd_encode(&req, GX_VERBS_CM_PD_REQ, i, ep->nqps, dom->base.rank,
-                              ep->qps[i].qp->qp_num, ep->peer.qpn[i], 0);
-        struct rdma_conn_param p;
-        memset(&p, 0, sizeof(p));
-        p.private_data = &req;
-        p.private_data_len = sizeof(req);
-        p.responder_resources = 1;
-        p.initiator_depth = 1;
-        p.retry_count = (uint8_t)dom->set.retry_cnt;
-        p.rnr_retry_count = 0;
-        p.qp_num = ep->qps[i].qp->qp_num;
-        if (api->connect(c->id, &p) != 0) {
-            int err = errno;
-            return gx_fail(GX_ECONNECT, GX_SUB_FABRIC, "verbs: rdmacm: %s: rdma_connect failed: "
-                           "%s", ep->base.name, strerror(err));
-        }
-        c->state = S_CONNECT;
-        return GX_OK;
-    }
-    case RDMA_CM_EVENT_CONNECT_RESPONSE:
-    case RDMA_CM_EVENT_ESTABLISHED: {
-        if (c->state == S_DONE)
-            return GX_OK;
-        struct gx_verbs_cm_pd rep;
-        char why[160];
-        if (gx_verbs_cm_pd_decode(pd, pd_len, GX_VERBS_CM_PD_REP, &rep, why, sizeof(why)) !=
-            GX_OK)
-            return gx_fail(GX_EPROTO, GX_SUB_FABRIC, "verbs: rdmacm: %s: QP %d: the accept "
-                           "carries bad private data: %s", ep->base.name, i + 1, why);
-        if (rep.qp_index != i || rep.qpn != ep->peer.qpn[i] ||
-            rep.peer_qpn != ep->qps[i].qp->qp_num || rep.rank != ep->base.peer_rank)
-            return gx_fail(GX_EPROTO, GX_SUB_FABRIC, "verbs: rdmacm: %s: QP %d was accepted by "
-                           "rank %d for QPs 0x%x -> 0x%x, the side channel announced 0x%x -> "
-                           "0x%x (a stale or foreign connection)", ep->base.name, i + 1,
-                           rep.rank, rep.qpn, rep.peer_qpn, ep->peer.qpn[i],
-                           ep->qps[i].qp->qp_num);
-        int rc = qp_up(ep, i, c->id);
-        if (rc != GX_OK)
-            return rc;
-        if (type == RDMA_CM_EVENT_CONNECT_RESPONSE && api->establish(c->id) != 0) {
-            int err = errno;
-            return gx_fail(GX_ECONNECT, GX_SUB_FABRIC, "verbs: rdmacm: %s: rdma_establish "
-                           "failed: %s", ep->base.name, strerror(err));
-        }
-        c->state = S_DONE;
-        ep->rdmacm->ndone++;
-        return GX_OK;
-    }
-    case RDMA_CM_EVENT_DISCONNECTED:
-    case RDMA_CM_EVENT_TIMEWAIT_EXIT:
-        /* After set-up the side channel reports the peer's end. */
-        return c->state == S_DONE ? GX_OK : event_failure(c, type, status, pd, pd_len);
-    default:
-        return event_failure(c, type, status, pd, pd_len);
-    }
 }
 
 /* ---- acceptor -------------------------------------------------------------- */
@@ -497,7 +317,7 @@ static void connect_request(struct verbs_rdmacm_listen *l, struct rdma_cm_id *id
         reject(api, id, GX_ECONNECT);
         return;
     }
-    struct verbs_rdmacm_ep *re = ep_state(ep);
+    struct verbs_rdmacm_ep *re = rdmacm_ep_state(ep);
     int rc = GX_OK;
     if (!re)
         rc = gx_fail(GX_ENOMEM, GX_SUB_FABRIC, "verbs: out of memory (rdmacm)");
@@ -516,9 +336,9 @@ static void connect_request(struct verbs_rdmacm_listen *l, struct rdma_cm_id *id
     c->index = req.qp_index;
     c->id = id;
     id->context = c;
-    rc = check_device(dom, id, ep->base.name, "the connect request");
+    rc = rdmacm_check_device(dom, id, ep->base.name, "the connect request");
     if (rc == GX_OK)
-        rc = qp_up(ep, c->index, id);
+        rc = rdmacm_qp_up(ep, c->index, id);
     if (rc == GX_OK) {
         struct gx_verbs_cm_pd rep;
         gx_verbs_cm_pd_encode(&rep, GX_VERBS_CM_PD_REP, c->index, ep->nqps, dom->base.rank,
@@ -558,9 +378,9 @@ static int passive_event(struct verbs_rdmacm_id *c, int type, int status, const 
     case RDMA_CM_EVENT_DISCONNECTED:
         /* Once established the side channel reports the peer's end; before
          * READY it is a failed set-up. */
-        return c->ep->state == VEP_ESTABLISHED ? GX_OK : event_failure(c, type, status, pd, pd_len);
+        return c->ep->state == VEP_ESTABLISHED ? GX_OK : rdmacm_event_failure(c, type, status, pd, pd_len);
     default:
-        return event_failure(c, type, status, pd, pd_len);
+        return rdmacm_event_failure(c, type, status, pd, pd_len);
     }
 }
 
@@ -617,7 +437,7 @@ void verbs_rdmacm_pump(struct verbs_domain *dom)
         struct verbs_rdmacm_ep *re = c->ep->rdmacm;
         if (re->error != GX_OK)
             continue;
-        int rc = c->kind == ID_ACTIVE ? active_event(c, type, status, has_pd ? pd : NULL, pd_len)
+        int rc = c->kind == ID_ACTIVE ? rdmacm_active_event(c, type, status, has_pd ? pd : NULL, pd_len)
                                       : passive_event(c, type, status, has_pd ? pd : NULL, pd_len);
         if (rc != GX_OK)
             re->error = rc;
