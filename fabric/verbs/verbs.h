@@ -10,6 +10,7 @@
  *   verbs_cm.c        listener / connect / accept over an authenticated TCP
  *                     side channel that stays open for liveness
  *   verbs_data.c      posts, receiver-driven flow control, completions
+ *   verbs_ep.c        an endpoint's memory (rings, slots) and its close
  *   verbs_errors.c    work-completion and async errors -> gx status + hint
  *   verbs_rdmacm*.c   optional librdmacm connection path (verbs_rdmacm.h)
  *   verbs_gdr.c       the GPUDirect verdict of a domain (with the topology's
@@ -336,6 +337,9 @@ enum verbs_fail_op { FAIL_NONE = 0, FAIL_TX = 1, FAIL_RX = 2 };
  *  outstanding op completed with `status`, the peer told. */
 void verbs_ep_fail(struct verbs_ep *ep, int status, int prov_err, enum verbs_fail_op first,
                    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/** Complete every outstanding op of `ep` with `status` (the endpoint is in
+ *  error already; verbs_data.c, for verbs_ep.c's close too). */
+void verbs_ep_flush_all(struct verbs_ep *ep, int status, int prov_err, enum verbs_fail_op first);
 void verbs_cq_process(struct verbs_cq *cq, const struct ibv_wc *wc);
 int verbs_post_send(struct gx_fab_ep *ep, const void *buf, size_t len, struct gx_fab_mr *mr,
                     uint64_t tag, uint64_t context);
