@@ -149,9 +149,27 @@ int gx_sock_pick_interface(struct gx_sockaddr *out, char *ifname, size_t ifname_
         }
     }
     if (!best) {
+        /* Name what there is, so a typo ('eht0') is seen at once. */
+        char have[256] = "";
+        size_t n = 0;
+        for (const struct ifaddrs *ifa = list; ifa && n + 1 < sizeof(have); ifa = ifa->ifa_next) {
+            if (!ifa->ifa_addr || !(ifa->ifa_flags & IFF_UP) ||
+                (ifa->ifa_addr->sa_family != AF_INET && ifa->ifa_addr->sa_family != AF_INET6))
+                continue;
+            char word[IF_NAMESIZE + 2];
+            snprintf(word, sizeof(word), " %s ", ifa->ifa_name);
+            char padded[sizeof(have) + 2];
+            snprintf(padded, sizeof(padded), " %s ", have);
+            if (strstr(padded, word))
+                continue; /* one name per interface, whatever its addresses */
+            int w = snprintf(have + n, sizeof(have) - n, "%s%s", n ? " " : "", ifa->ifa_name);
+            if (w > 0)
+                n += (size_t)w;
+        }
         freeifaddrs(list);
         return gx_fail(GX_EINVAL, GX_SUB_BOOT,
-                       "no network interface that is up matches GX_SOCKET_IFNAME='%s'", spec);
+                       "no network interface that is up matches GX_SOCKET_IFNAME='%s'; the "
+                       "interfaces that are up: %s", spec, have[0] ? have : "(none)");
     }
     memset(out, 0, sizeof(*out));
     out->len = best->ifa_addr->sa_family == AF_INET ? sizeof(struct sockaddr_in)

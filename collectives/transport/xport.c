@@ -162,6 +162,12 @@ int gx_xport_open(struct gx_comm *c, struct gx_xport **out)
     x->size = c->size;
     x->next_send_id = 1;
     x->next_recv_id = 1;
+    /* Every peer knows its transport before anything can fail: the error
+     * path (gx_xport_close -> xp_fail_peer) walks all of them. */
+    for (int q = 0; q < c->size; q++) {
+        x->peers[q].rank = q;
+        x->peers[q].x = x;
+    }
     int rc = gx_param_size(&gx_param_eager_limit, &x->eager_limit);
     if (rc == GX_OK && (x->eager_limit < 256 || x->eager_limit > (1u << 20)))
         rc = gx_fail(GX_EINVAL, GX_SUB_COLL, "GX_EAGER_LIMIT=%zu must be 256 B..1 MiB",
@@ -199,8 +205,6 @@ int gx_xport_open(struct gx_comm *c, struct gx_xport **out)
     }
     for (int q = 0; rc == GX_OK && q < c->size; q++) {
         struct xp_peer *p = &x->peers[q];
-        p->rank = q;
-        p->x = x;
         if (q == c->rank)
             continue;
         p->d = (forced[0] || local[q]) ? &x->doms[0] : &x->doms[x->ndoms - 1];

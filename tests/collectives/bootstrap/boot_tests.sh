@@ -139,6 +139,13 @@ bad-param)
     GX_RANK=0 GX_SIZE=1 GX_DEBUG=loud "$CHECK" expect-init-fail GX_EINVAL "GX_DEBUG='loud'" >"$TMP/c.log" 2>&1 \
         || fail "malformed GX_DEBUG"
     ;;
+bad-ifname) # a mistyped GX_SOCKET_IFNAME between two fake nodes: a clear error
+    # naming the variable and the interfaces that exist on every rank, no crash
+    GX_SOCKET_IFNAME=eht0 "$RUN" -n 2 --keep-going --timeout 60 sh -c \
+        "GX_NODE_ID=node\$GX_RANK exec $CHECK expect-init-fail GX_EINVAL \"GX_SOCKET_IFNAME='eht0'; the interfaces that are up: \"" \
+        >"$TMP/a.log" 2>&1 || fail "a rank crashed or did not name GX_SOCKET_IFNAME and the interfaces"
+    grep -q "Segmentation\|signal 11" "$TMP/a.log" && fail "a rank crashed"
+    ;;
 debug-file) # GX_DEBUG_FILE with %h and %p, GX_DEBUG=info, GX_DEBUG_SUBSYS filter
     GX_DEBUG=info GX_DEBUG_SUBSYS=init GX_DEBUG_FILE="$TMP/gx.%h.%p.log" "$RUN" -n 2 --timeout 60 \
         "$CHECK" loop 3 >"$TMP/out.log" 2>&1 || fail "run with GX_DEBUG_FILE"
