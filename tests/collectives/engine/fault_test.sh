@@ -65,6 +65,26 @@ grammar)
     GX_FAULT="explode:rank=1" run; wait $job
     for r in 0 1 2 3; do grep "^FAILED rank $r " "$dir/log" | grep -q "GX_EINVAL.*GX_FAULT: cannot use the rule 'explode:rank=1'" || fail "rank $r did not reject GX_FAULT naming it"; done
     ;;
+corrupt)
+    # Two fake nodes over tcp (the arena inside a node moves no messages).
+    # Without checksums the flipped bit reaches the result (this proves the
+    # fault acts); with GX_CHECKSUM=1 the receiver catches it and every rank
+    # fails, the receiver naming the sender; no value is ever wrong.
+    nodes() { "$bin/gx-run" -n 4 --timeout 60 --keep-going sh -c 'GX_NODE_ID=n$((GX_RANK / 2)) exec "$0" "$@"' "$bin/fault_check" > "$dir/log" 2>&1; }
+    export GX_NET=tcp GX_ALGO=ring
+    GX_FAULT="corrupt:rank=1,coll=3,step=3" nodes
+    grep -q "GX_FAULT: corrupted byte" "$dir/log" || fail "the fault did not corrupt a message"
+    grep -q "^WRONG" "$dir/log" || fail "a corrupted message without checksums did not change a result (is the fault acting?)"
+    GX_CHECKSUM=1 GX_FAULT="corrupt:rank=1,coll=3,step=3" nodes
+    grep -q "GX_FAULT: corrupted byte" "$dir/log" || fail "the fault did not corrupt a message"
+    grep "^FAILED rank 1 " "$dir/log" | grep -q "checksum" || fail "rank 1 did not fail with a checksum error"
+    for r in 0 2 3; do grep -q "^FAILED rank $r " "$dir/log" || fail "rank $r did not fail"; done
+    no_wrong
+    # The same for a rendezvous message (written into the receive buffer).
+    FAULT_COUNT=262144 GX_CHECKSUM=1 GX_FAULT="corrupt:rank=1,coll=3,step=3" nodes
+    grep -q "GX_FAULT: corrupted byte .* of a 262144-byte message" "$dir/log" || fail "the fault did not corrupt a rendezvous message"
+    grep "^FAILED rank 1 " "$dir/log" | grep -q "fail their checksum" || fail "rank 1 did not fail with a checksum error for the rendezvous message"
+    ;;
 shrink|shrink-coordinator)
     # A rank is killed; the three survivors shrink and run 100 more checked
     # all-reduces. Killing rank 0 also kills the first coordinator.
@@ -91,7 +111,7 @@ revoke)
         grep -q "^OK rank $r: 20 all-reduces correct after shrink" "$dir/log" || fail "rank $r did not go on after the shrink"
     done
     ;;
-*) echo "usage: $0 BIN_DIR kill|stop|drop|delay|close|regfail|grammar|shrink|shrink-coordinator|revoke"; exit 2 ;;
+*) echo "usage: $0 BIN_DIR kill|stop|drop|delay|close|regfail|grammar|corrupt|shrink|shrink-coordinator|revoke"; exit 2 ;;
 esac
 no_wrong
 echo "PASS fault $what"; grep "^FAILED\|^OK\|^SHRUNK\|^REVOKED\|stall survey" "$dir/log" | cut -c1-300
