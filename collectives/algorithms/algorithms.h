@@ -4,7 +4,8 @@
  * the builder of engine/schedule.h and nothing else.
  *
  * Owns: one file per algorithm family (ring, rd, rhd, tree/chain, dbtree,
- * bcast, linear). Must not touch: the engine that runs schedules
+ * bcast, linear, hier; ring and rhd also over a group of ranks). Must not
+ * touch: the engine that runs schedules
  * (coll_engine.h), the transport (transport/), the arena's internals.
  * The rule is checked at configure time (cmake/GxRooms.cmake).
  */
