@@ -24,6 +24,7 @@
 #include "collectives/comm/comm_internal.h"
 #include "common/log.h"
 #include "common/param.h"
+#include "common/sock.h"
 
 GX_PARAM_DEFINE(gx_param_algo, "GX_ALGO", GX_PARAM_STRING, "auto", NULL,
                 "Force collective algorithms: one of ring|tree|dbtree|rhd|rd|linear|shm|hier|auto "
@@ -302,6 +303,7 @@ static double predict(enum coll_kind kind, enum coll_algo algo, size_t bytes, in
 struct node_shape {
     int nodes, L;
     bool uneven;
+    int rails;   /* network links per node the rails spread over (GX_SOCKET_IFNAME's list) */
 };
 
 static bool hier_applies(const struct node_shape *sh)
@@ -311,8 +313,9 @@ static bool hier_applies(const struct node_shape *sh)
 
 /* Three phases per segment: a ring reduce-scatter of the segment inside the
  * node (shm links), one all-reduce of a 1/L shard along each rail (the
- * network; the L rails of a node share its one link, so a rail sees 1/L of
- * its bandwidth), a ring all-gather inside the node. Segments overlap the
+ * network; the L rails of a node share its links - one, or as many as
+ * GX_SOCKET_IFNAME lists - so a rail sees links/L of a link's bandwidth), a
+ * ring all-gather inside the node. Segments overlap the
  * phases: the slowest phase plus 1/K of the others. */
 static double predict_hier(size_t bytes, const struct node_shape *sh,
                            const struct link_cost *net, enum coll_algo *rail_out)
@@ -323,7 +326,8 @@ static double predict_hier(size_t bytes, const struct node_shape *sh,
     const struct link_cost *l = &link_shm;
     double t_rs = (L - 1) * (l->alpha + shard * (l->beta + gamma_reduce));
     double t_ag = (L - 1) * (l->alpha + shard * l->beta);
-    struct link_cost rail = { "rail", net->alpha, net->beta * L };
+    int links = sh->rails < 1 ? 1 : sh->rails > sh->L ? sh->L : sh->rails;
+    struct link_cost rail = { "rail", net->alpha, net->beta * L / links };
     double ring = predict(COLL_ALLREDUCE, COLL_ALGO_RING, (size_t)shard, sh->nodes, sh->nodes,
                           &rail);
     double rhd = predict(COLL_ALLREDUCE, COLL_ALGO_RHD, (size_t)shard, sh->nodes, sh->nodes,
@@ -341,7 +345,7 @@ static double predict_hier(size_t bytes, const struct node_shape *sh,
 
 static struct node_shape comm_shape(const struct gx_comm *comm)
 {
-    struct node_shape sh = { comm->node_count, 0, false };
+    struct node_shape sh = { comm->node_count, 0, false, gx_sock_rail_count() };
     for (int m = 0; m < comm->node_count; m++) {
         if (m && comm->node_size[m] != comm->node_size[0])
             sh.uneven = true;
@@ -454,7 +458,8 @@ int gx_coll_tuning_print(FILE *f, int nranks, int nnodes)
                 "probed at set-up: GX_COLL_PROBE; GX_DEBUG=info shows them)\n");
     fprintf(f, "GX_ALGO=%s\n\n", gx_param_text(&gx_param_algo));
     /* Nodes as even as the counts allow: the first nranks % nnodes get one more. */
-    struct node_shape sh = { nnodes, (nranks + nnodes - 1) / nnodes, nranks % nnodes != 0 };
+    struct node_shape sh = { nnodes, (nranks + nnodes - 1) / nnodes, nranks % nnodes != 0,
+                             gx_sock_rail_count() };
     if (nnodes > 1 && !hier_applies(&sh))
         fprintf(f, "hier: not applicable (one rank per node: the rails are the whole "
                 "communicator)\n");
@@ -465,8 +470,9 @@ int gx_coll_tuning_print(FILE *f, int nranks, int nnodes)
                 sh.L, sh.L - 1, sh.L);
     else if (nnodes > 1)
         fprintf(f, "hier: %d nodes x %d ranks: reduce-scatter inside the node, %d rails "
-                "between nodes (one per local rank, sharing the node's link), all-gather "
-                "inside the node\n", nnodes, sh.L, sh.L);
+                "between nodes (one per local rank, over %d network link(s) per node: "
+                "GX_SOCKET_IFNAME's list), all-gather inside the node\n", nnodes, sh.L, sh.L,
+                sh.rails < sh.L ? sh.rails : sh.L);
     fprintf(f, "all_reduce (predicted time per algorithm; * = chosen; flat = best of the "
             "one-level ones)\n");
     /* One node: assume the shared-memory arena (GX_COLL_SHM=auto, shm links). */

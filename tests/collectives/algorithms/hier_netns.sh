@@ -10,6 +10,11 @@
 # EXPECT=dead: PROGRAM is `coll_check dead ...`; rank 2 dies and every other
 #              rank must print DEADCHECK ok (it named rank 2 in time).
 # HIER_LOG=FILE keeps every rank's output there.
+# RAILS=2: a second bridge and a second veth per node (gxh1, its own
+#          subnet): two rails; GX_SOCKET_IFNAME defaults to "=gxh0,gxh1" so
+#          local rank i uses gxh<i mod 2>. RAIL_MIN_BYTES=B then requires
+#          every node's gxh0 and gxh1 to have sent at least B bytes;
+#          RAIL1_MAX_BYTES=B requires gxh1 to have sent at most B.
 # Default: every rank must exit 0. Needs root and iproute2; exits 77 (skip)
 # saying why when namespaces cannot be made.
 set -u
@@ -23,10 +28,13 @@ net=10.$(( $$ % 200 + 30 )).$(( ($$ / 200) % 250 + 1 ))
 dir=$(mktemp -d /tmp/gxhier-netns.XXXXXX)
 IFS=+ read -r -a sizes <<<"$layout"
 nodes=${#sizes[@]}
+rails=${RAILS:-1}
+net1=192.168.$(( $$ % 250 + 1 ))
 cleanup() {
     for p in $(jobs -p); do kill -9 "$p" 2>/dev/null; done
     for ((k = 0; k < nodes; k++)); do ip netns del "${tag}n$k" 2>/dev/null; done
     ip netns del "${tag}br" 2>/dev/null
+    ip netns del "${tag}bs" 2>/dev/null
     rm -rf "$dir"
 }
 trap cleanup EXIT
@@ -50,6 +58,25 @@ for ((k = 0; k < nodes; k++)); do
     ip -n "$ns" link set gxh0 up &&
     ip -n "$ns" link set lo up || { echo "FAIL: namespace setup for node $k"; exit 1; }
 done
+if [ "$rails" = 2 ]; then
+    ip netns add "${tag}bs" && ip -n "${tag}bs" link add br1 type bridge &&
+        ip -n "${tag}bs" link set br1 up || { echo "FAIL: second bridge"; exit 1; }
+    for ((k = 0; k < nodes; k++)); do
+        ns=${tag}n$k
+        ip link add "${tag}i$k" type veth peer name "${tag}q$k" &&
+        ip link set "${tag}i$k" netns "${tag}bs" &&
+        ip link set "${tag}q$k" netns "$ns" &&
+        ip -n "${tag}bs" link set "${tag}i$k" master br1 &&
+        ip -n "${tag}bs" link set "${tag}i$k" up &&
+        ip -n "$ns" link set "${tag}q$k" name gxh1 &&
+        ip -n "$ns" addr add "$net1.$((k + 1))/24" dev gxh1 &&
+        ip -n "$ns" link set gxh1 up || { echo "FAIL: rail 1 setup for node $k"; exit 1; }
+    done
+    : "${GX_SOCKET_IFNAME:==gxh0,gxh1}"
+fi
+tx_bytes() { # NODE IFNAME: bytes the interface sent
+    ip -n "${tag}n$1" -s link show dev "$2" | awk '/TX:/ { getline; print $1; exit }'
+}
 
 n=0
 for s in "${sizes[@]}"; do n=$((n + s)); done
@@ -87,4 +114,18 @@ if [ "${EXPECT:-}" = dead ]; then
     exit 0
 fi
 [ "$fails" = 0 ] || { echo "FAIL: $fails rank(s) failed (layout $layout)"; exit 1; }
+if [ "$rails" = 2 ]; then
+    for ((k = 0; k < nodes; k++)); do
+        b0=$(tx_bytes $k gxh0) b1=$(tx_bytes $k gxh1)
+        echo "node $k sent: gxh0 $b0 bytes, gxh1 $b1 bytes"
+        if [ -n "${RAIL_MIN_BYTES:-}" ] && { [ "$b0" -lt "$RAIL_MIN_BYTES" ] || [ "$b1" -lt "$RAIL_MIN_BYTES" ]; }; then
+            echo "FAIL: node $k did not use both rails (at least $RAIL_MIN_BYTES bytes each)"
+            exit 1
+        fi
+        if [ -n "${RAIL1_MAX_BYTES:-}" ] && [ "$b1" -gt "$RAIL1_MAX_BYTES" ]; then
+            echo "FAIL: node $k sent $b1 bytes on gxh1 (at most $RAIL1_MAX_BYTES expected)"
+            exit 1
+        fi
+    done
+fi
 echo "PASS: $n ranks on $nodes netns nodes ($layout)"
