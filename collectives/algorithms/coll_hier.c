@@ -11,7 +11,7 @@
  *       (ring or rhd, the cost model's pick: op->inner_algo)
  *   (c) ring all-gather inside the node: every rank gets every shard
  *
- * Pipelining: the vector is cut into up to HIER_MAX_SEGMENTS segments and
+ * Pipelining: the vector is cut into up to 4 segments (coll_hier_segments) and
  * the three phases run per segment; a phase waits only for the previous
  * phase of its own segment (cs_gate / cs_join), so segment k crosses the
  * network while segment k+1 is reduced inside the node.
@@ -33,7 +33,6 @@
 #include "collectives/algorithms/algorithms.h"
 #include "collectives/comm/comm_internal.h"
 
-#define HIER_MAX_SEGMENTS 4
 #define HIER_ALIGN 64
 
 struct hier_layout {
@@ -128,10 +127,9 @@ int hier_allreduce_build(struct coll_op *op)
         op->build_status = GX_ENOMEM;
         goto out;
     }
-    /* Segments: as many as pipelining chunks, at most HIER_MAX_SEGMENTS,
-     * fewer if their messages would not fit the tag space. */
-    int K = coll_chunks(count * es);
-    K = K < HIER_MAX_SEGMENTS ? K : HIER_MAX_SEGMENTS;
+    /* Segments (coll_tune.c), fewer if their messages would not fit the tag
+     * space. */
+    int K = coll_hier_segments(count * es);
     if ((size_t)K > count)
         K = (int)count;
     uint32_t intra = 0, per_shard = 0;

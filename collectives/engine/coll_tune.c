@@ -205,6 +205,14 @@ int coll_chunks(size_t bytes)
     return k < 1 ? 1 : k > MAX_CHUNKS ? MAX_CHUNKS : (int)k;
 }
 
+int coll_hier_segments(size_t bytes)
+{
+    /* A segment costs its phases' latencies again; below ~8 chunks the
+     * overlap does not pay that back (measured on 2 netns nodes x 2 ranks). */
+    int k = coll_chunks(bytes) / 8;
+    return k < 1 ? 1 : k > 4 ? 4 : k;
+}
+
 static double log2i(int n)
 {
     int l = 0;
@@ -335,8 +343,7 @@ static double predict_hier(size_t bytes, const struct node_shape *sh,
     double t_rail = rhd < ring ? rhd : ring;
     if (rail_out)
         *rail_out = rhd < ring ? COLL_ALGO_RHD : COLL_ALGO_RING;
-    int K = coll_chunks(bytes);
-    K = K < 4 ? K : 4; /* coll_hier.c's HIER_MAX_SEGMENTS */
+    int K = coll_hier_segments(bytes);
     double sum = t_rs + t_rail + t_ag, mx = t_rs;
     mx = t_rail > mx ? t_rail : mx;
     mx = t_ag > mx ? t_ag : mx;

@@ -218,5 +218,8 @@ static inline int fold_realrank(int nr, int rem)
 
 /* Pipelining: how many chunks to cut `bytes` into. */
 int coll_chunks(size_t bytes);
+/* The hierarchical all-reduce's pipeline segments for `bytes` (coll_tune.c):
+ * one per 8 pipelining chunks, 1 to 4. */
+int coll_hier_segments(size_t bytes);
 
 #endif
