@@ -32,6 +32,7 @@
 
 #include "collectives/algorithms/algorithms.h"
 #include "collectives/comm/comm_internal.h"
+#include "common/log.h"
 
 #define HIER_ALIGN 64
 
@@ -180,11 +181,12 @@ int hier_allreduce_build(struct coll_op *op)
         if (s > 1)
             next += align_up(ring_group_scratch(&gn, len, es));
         /* (a) reduce-scatter inside the node. */
-        int from = op->nsteps;
+        int from = op->nsteps, rs_first = from;
         ring_rs_group(op, &gn, sb + off * es, rbk, len);
         int rs_done = cs_join(op, from);
         /* (b) one all-reduce per shard I own, along its rail. */
         from = op->nsteps;
+        int rail_first = from;
         for (int j = j0; j < j1; j++) {
             for (int m = 0; m < N; m++)
                 rail_ranks[m] = h.member[m * L + shard_owner(j, c->node_size[m], L)];
@@ -209,6 +211,12 @@ int hier_allreduce_build(struct coll_op *op)
         from = op->nsteps;
         ring_ag_group(op, &gn, rbk, len);
         cs_gate(op, from, rail_done);
+        /* Step ranges (tests aim GX_FAULT at a phase with them). */
+        GX_TRACE(GX_SUB_COLL, "allreduce #%llu: hier segment %d of %d: node reduce-scatter "
+                 "steps %d-%d, rails (shards %d-%d, %s) steps %d-%d, node all-gather steps "
+                 "%d-%d", (unsigned long long)op->seq, k + 1, K, rs_first, rail_first - 1,
+                 j0, j1 - 1, rail == COLL_ALGO_RHD ? "rhd" : "ring", rail_first, from - 1,
+                 from, op->nsteps - 1);
     }
 out:
     free(bounds);
