@@ -194,15 +194,17 @@ int coll_issue(struct gx_comm *comm, uint64_t seq, const struct coll_args *a, co
     pthread_mutex_lock(&cc->mu);
     if (cc->memo_kind == (int)a->kind && cc->memo_bytes == mb) {
         op->algo = cc->memo_algo;
+        op->inner_algo = cc->memo_inner;
     } else {
         op->algo = coll_choose(comm, a->kind, mb);
+        if (op->algo == COLL_ALGO_HIER)
+            op->inner_algo = coll_hier_rail_algo(comm, mb);
         cc->memo_kind = (int)a->kind;
         cc->memo_bytes = mb;
         cc->memo_algo = op->algo;
+        cc->memo_inner = op->inner_algo;
     }
     pthread_mutex_unlock(&cc->mu);
-    if (op->algo == COLL_ALGO_HIER)
-        op->inner_algo = coll_hier_rail_algo(comm, mb);
     int n = comm->size;
     if (n > 1) {
         op->desc_out = (struct coll_desc){
