@@ -95,7 +95,7 @@ exec ip netns exec "\$ns" unshare --uts sh -c "hostname \$ns; \$*"
 EOF
 chmod +x "$tmp/ns-agent.sh"
 
-sizes=(-b 1M -e 16M -f 4)
+sizes=(-b "${HIER_BENCH_MIN:-1M}" -e "${HIER_BENCH_MAX:-16M}" -f 4)
 common=(-n "$iters" -w "$warmup" -z 1 -c 0 -d float -o sum)
 # gx_netns ALGO: one gx-run per namespace, rank 0's CSV on stdout.
 gx_netns() {
