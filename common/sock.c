@@ -22,7 +22,10 @@
 
 GX_PARAM_DEFINE(gx_param_socket_ifname, "GX_SOCKET_IFNAME", GX_PARAM_STRING, "", NULL,
                 "Network interfaces for bootstrap and tcp traffic: comma list of name "
-                "prefixes ('eth,ens'); '^' excludes ('^docker,lo'); '=' matches exactly.");
+                "prefixes ('eth,ens'); '^' excludes ('^docker,lo'); '=' matches exactly. "
+                "A list is also a list of rails: tcp's local rank i uses entry i mod "
+                "length when an interface that is up matches it (binding its source "
+                "address for peers on that subnet), else the whole list.");
 
 int gx_sock_resolve(const char *text, int default_port, const char *what,
                     struct gx_sockaddr *out)
@@ -123,9 +126,71 @@ bool gx_sock_ifname_matches(const char *spec, const char *ifname)
     return exclude ? !hit : hit;
 }
 
-int gx_sock_pick_interface(struct gx_sockaddr *out, char *ifname, size_t ifname_len)
+int gx_sock_rail_count(void)
 {
     const char *spec = gx_param_text(&gx_param_socket_ifname);
+    if (!spec[0] || spec[0] == '^')
+        return 1;
+    int n = 1;
+    for (const char *p = spec; *p; p++)
+        n += *p == ',' && p[1] && p[1] != ',';
+    return n;
+}
+
+/* Entry `rail` mod the list's length of GX_SOCKET_IFNAME, keeping a leading
+ * '=': "" when the variable is not a list of 2+ entries. */
+static void rail_entry(int rail, char *buf, size_t len)
+{
+    const char *spec = gx_param_text(&gx_param_socket_ifname);
+    int n = gx_sock_rail_count();
+    buf[0] = 0;
+    if (rail < 0 || n < 2)
+        return;
+    bool exact = spec[0] == '=';
+    const char *p = spec + (exact ? 1 : 0);
+    for (int i = 0; i < rail % n; i++) {
+        p = strchr(p, ',');
+        while (p && *p == ',')
+            p++;
+    }
+    size_t w = p ? strcspn(p, ",") : 0;
+    if (w > 0)
+        snprintf(buf, len, "%s%.*s", exact ? "=" : "", (int)w, p);
+}
+
+static int pick_from(const char *spec, struct gx_sockaddr *out, struct gx_sockaddr *mask,
+                     char *ifname, size_t ifname_len, bool quiet);
+
+int gx_sock_pick_interface(struct gx_sockaddr *out, char *ifname, size_t ifname_len)
+{
+    return pick_from(gx_param_text(&gx_param_socket_ifname), out, NULL, ifname, ifname_len,
+                     false);
+}
+
+int gx_sock_pick_rail(int rail, struct gx_sockaddr *out, struct gx_sockaddr *mask, char *ifname,
+                      size_t ifname_len)
+{
+    char entry[128];
+    rail_entry(rail, entry, sizeof(entry));
+    if (entry[0] && pick_from(entry, out, mask, ifname, ifname_len, true) == GX_OK)
+        return GX_OK;
+    return pick_from(gx_param_text(&gx_param_socket_ifname), out, mask, ifname, ifname_len,
+                     false);
+}
+
+bool gx_sock_same_subnet(const struct gx_sockaddr *a, const struct gx_sockaddr *mask,
+                         const struct gx_sockaddr *b)
+{
+    if (a->u.sa.sa_family != AF_INET || b->u.sa.sa_family != AF_INET ||
+        mask->u.sa.sa_family != AF_INET)
+        return false;
+    uint32_t m = mask->u.in4.sin_addr.s_addr;
+    return m && (a->u.in4.sin_addr.s_addr & m) == (b->u.in4.sin_addr.s_addr & m);
+}
+
+static int pick_from(const char *spec, struct gx_sockaddr *out, struct gx_sockaddr *mask,
+                     char *ifname, size_t ifname_len, bool quiet)
+{
     struct ifaddrs *list = NULL;
     if (getifaddrs(&list) != 0)
         return gx_fail(GX_ESYSTEM, GX_SUB_BOOT, "getifaddrs failed: %s", strerror(errno));
@@ -147,6 +212,10 @@ int gx_sock_pick_interface(struct gx_sockaddr *out, char *ifname, size_t ifname_
             best = ifa;
             best_score = score;
         }
+    }
+    if (!best && quiet) {
+        freeifaddrs(list);
+        return GX_EINVAL;
     }
     if (!best) {
         /* Name what there is, so a typo ('eht0') is seen at once. */
@@ -176,6 +245,13 @@ int gx_sock_pick_interface(struct gx_sockaddr *out, char *ifname, size_t ifname_
                                                       : sizeof(struct sockaddr_in6);
     memcpy(&out->u.storage, best->ifa_addr, out->len);
     gx_sock_set_port(out, 0);
+    if (mask) {
+        memset(mask, 0, sizeof(*mask));
+        if (best->ifa_netmask && best->ifa_netmask->sa_family == best->ifa_addr->sa_family) {
+            mask->len = out->len;
+            memcpy(&mask->u.storage, best->ifa_netmask, out->len);
+        }
+    }
     if (ifname)
         snprintf(ifname, ifname_len, "%s", best->ifa_name);
     freeifaddrs(list);

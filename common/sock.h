@@ -42,6 +42,19 @@ void gx_sock_set_port(struct gx_sockaddr *addr, int port);
  * `ifname` (may be NULL) receives the interface name.
  */
 int gx_sock_pick_interface(struct gx_sockaddr *out, char *ifname, size_t ifname_len);
+/**
+ * Rails: when GX_SOCKET_IFNAME is a list of 2+ entries (not an exclusion),
+ * entry `rail` mod its length alone picks the interface (as above) if an
+ * interface that is up matches it; otherwise, or with rail < 0, the whole
+ * list does. `mask` (may be NULL) receives the interface's netmask.
+ */
+int gx_sock_pick_rail(int rail, struct gx_sockaddr *out, struct gx_sockaddr *mask, char *ifname,
+                      size_t ifname_len);
+/** Entries of GX_SOCKET_IFNAME's list (1 when unset, single, or '^'). */
+int gx_sock_rail_count(void);
+/** True when IPv4 `a` and `b` are in the subnet of `a` with netmask `mask`. */
+bool gx_sock_same_subnet(const struct gx_sockaddr *a, const struct gx_sockaddr *mask,
+                         const struct gx_sockaddr *b);
 /** True if interface name `ifname` passes a NCCL-style filter `spec`. */
 bool gx_sock_ifname_matches(const char *spec, const char *ifname);
 

@@ -177,10 +177,29 @@ uint64_t gx_fab_sock_connect_deadline(const struct gx_fab_conn_param *param)
 int gx_fab_sock_connect_start(const char *prov, const struct gx_sockaddr *peer, const char *name,
                               int *fd)
 {
+    return gx_fab_sock_connect_start_from(prov, NULL, peer, name, fd);
+}
+
+int gx_fab_sock_connect_start_from(const char *prov, const struct gx_sockaddr *src,
+                                   const struct gx_sockaddr *peer, const char *name, int *fd)
+{
     *fd = socket(peer->u.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (*fd < 0)
         return gx_fail(GX_ESYSTEM, GX_SUB_FABRIC, "%s: socket() failed: %m", prov);
     gx_sock_set_nodelay(*fd);
+    if (src && src->u.sa.sa_family == peer->u.sa.sa_family) {
+        struct gx_sockaddr any_port = *src;
+        gx_sock_set_port(&any_port, 0);
+        if (bind(*fd, &any_port.u.sa, any_port.len) != 0) {
+            char a[64];
+            int err = errno;
+            close(*fd);
+            *fd = -1;
+            return gx_fail(GX_ESYSTEM, GX_SUB_FABRIC, "%s: binding the source address %s for "
+                           "%s failed: %s", prov, gx_sock_addr_str(src, a, sizeof(a)), name,
+                           strerror(err));
+        }
+    }
     if (connect(*fd, &peer->u.sa, peer->len) != 0 && errno != EINPROGRESS) {
         int err = errno;
         close(*fd);

@@ -134,6 +134,10 @@ uint64_t gx_fab_sock_connect_deadline(const struct gx_fab_conn_param *param);
  *  deadline); else an error, logged. */
 int gx_fab_sock_connect_start(const char *prov, const struct gx_sockaddr *peer, const char *name,
                               int *fd);
+/** The same with the socket bound to `src` (its address, any port) first,
+ *  so the connection leaves from that interface; NULL: the kernel's choice. */
+int gx_fab_sock_connect_start_from(const char *prov, const struct gx_sockaddr *src,
+                                   const struct gx_sockaddr *peer, const char *name, int *fd);
 
 /** Check a connect started by gx_fab_sock_connect_start(). GX_OK once
  *  connected; GX_INPROGRESS while still connecting, or with *fd closed and

@@ -4,7 +4,8 @@
  * the builder of engine/schedule.h and nothing else.
  *
  * Owns: one file per algorithm family (ring, rd, rhd, tree/chain, dbtree,
- * bcast, linear). Must not touch: the engine that runs schedules
+ * bcast, linear, hier; ring and rhd also over a group of ranks). Must not
+ * touch: the engine that runs schedules
  * (coll_engine.h), the transport (transport/), the arena's internals.
  * The rule is checked at configure time (cmake/GxRooms.cmake).
  */
@@ -12,6 +13,47 @@
 #define GX_COLL_ALGORITHMS_H
 
 #include "collectives/engine/schedule.h"
+
+/* A subset of the communicator's ranks an algorithm runs over: the whole
+ * communicator (coll_group_all), the ranks of one node, or a "rail" (the
+ * ranks with the same local index on every node; coll_hier.c). Member i is
+ * comm rank ranks[i] (NULL: rank i). The builders below take the group and
+ * the part of the vector it reduces (sendbuf, recvbuf and count, already
+ * offset to the shard); they number their messages from msg_base, so several
+ * groups can run inside one collective without sharing a tag. */
+struct coll_group {
+    int n;                 /* members */
+    int me;                /* this rank's index among them */
+    const int *ranks;      /* member -> comm rank; NULL: identity */
+    const size_t *bounds;  /* ring only: n+1 block boundaries in elements; NULL: even blocks */
+    uint32_t msg_base;     /* first message index the group uses */
+    bool avg;              /* finish GX_AVG here (divide by the comm's size) */
+    char *scratch;         /* the builder's scratch (its *_scratch bytes); NULL: cs_scratch */
+};
+
+static inline int coll_group_rank(const struct coll_group *g, int member)
+{
+    return g->ranks ? g->ranks[member] : member;
+}
+
+/* The whole communicator as a group (what the plain builders use). */
+struct coll_group coll_group_all(const struct coll_op *op);
+
+/* Ring over a group: all-reduce; its two halves alone (reduce-scatter leaves
+ * the complete block (me+1) mod n in recvbuf, all-gather spreads that block);
+ * the messages (both halves together) and scratch bytes a call needs. */
+int ring_allreduce_group(struct coll_op *op, const struct coll_group *g, const void *sendbuf,
+                         void *recvbuf, size_t count);
+int ring_rs_group(struct coll_op *op, const struct coll_group *g, const void *sendbuf,
+                  void *recvbuf, size_t count);
+int ring_ag_group(struct coll_op *op, const struct coll_group *g, void *recvbuf, size_t count);
+uint32_t ring_group_msgs(const struct coll_group *g, size_t count, size_t es);
+size_t ring_group_scratch(const struct coll_group *g, size_t count, size_t es);
+/* Recursive halving-doubling over a group. */
+int rhd_allreduce_group(struct coll_op *op, const struct coll_group *g, const void *sendbuf,
+                        void *recvbuf, size_t count);
+uint32_t rhd_group_msgs(int n);
+size_t rhd_group_scratch(size_t count, size_t es);
 
 /* Algorithms: build the schedule of op (args in op->a, comm in op->comm). */
 int ring_allreduce_build(struct coll_op *op);
@@ -28,5 +70,8 @@ int chain_bcast_build(struct coll_op *op);
 int linear_gather_build(struct coll_op *op);
 int linear_scatter_build(struct coll_op *op);
 int linear_alltoall_build(struct coll_op *op);
+/* Hierarchical all-reduce (coll_hier.c): reduce-scatter inside each node,
+ * all-reduce along the rails, all-gather inside each node. */
+int hier_allreduce_build(struct coll_op *op);
 
 #endif

@@ -11,42 +11,67 @@
  * same bits. Partial results alternate between recvbuf and a scratch vector.
  * After the halving each rank holds block `newrank` complete; the doubling
  * rounds exchange ever larger ranges straight into recvbuf. Other rank
- * counts fold first (coll.h).
+ * counts fold first (coll.h). Runs over a group of ranks (algorithms.h) so
+ * the hierarchical all-reduce can use it along a rail.
  */
 #include "collectives/algorithms/algorithms.h"
 #include "collectives/comm/comm_internal.h"
 
+uint32_t rhd_group_msgs(int n)
+{
+    int p = coll_pof2(n), l = 0;
+    while ((1 << l) < p)
+        l++;
+    return (uint32_t)(2 * l + 2); /* fold, l halving, l doubling, unfold */
+}
+
+size_t rhd_group_scratch(size_t count, size_t es)
+{
+    return count * es + (count / 2 + 1) * es;
+}
+
 int rhd_allreduce_build(struct coll_op *op)
 {
+    struct coll_group g = coll_group_all(op);
+    return rhd_allreduce_group(op, &g, op->a.sendbuf, op->a.recvbuf, op->a.count);
+}
+
+/* Group indices below (r, peers, fold_realrank) become comm ranks through
+ * coll_group_rank; messages are numbered from g->msg_base. */
+int rhd_allreduce_group(struct coll_op *op, const struct coll_group *g, const void *sendbuf,
+                        void *recvbuf, size_t count)
+{
     const struct coll_args *a = &op->a;
-    int n = op->comm->size, r = op->comm->rank;
-    size_t es = a->es, count = a->count, bytes = count * es;
-    char *rb = a->recvbuf;
-    const char *sb = a->sendbuf;
+    int n = g->n, r = g->me;
+    size_t es = a->es, bytes = count * es;
+    char *rb = recvbuf;
+    const char *sb = sendbuf;
     if (n == 1 || bytes == 0) {
-        cs_copy(op, rb, sb, bytes, -1, -1, -1);
+        int cp = cs_copy(op, rb, sb, bytes, -1, -1, -1);
+        if (g->avg && count)
+            cs_avg(op, rb, count, cp, -1, -1);
         return GX_OK;
     }
     int p = coll_pof2(n), rem = n - p;
     int nr = fold_newrank(r, rem);
-    const uint32_t unfold_msg = COLL_MSG_MAX - 1;
+    const uint32_t unfold_msg = g->msg_base + rhd_group_msgs(n) - 1;
     if (nr < 0) {
-        int snd = cs_send(op, r + 1, 0, sb, bytes, -1, -1, -1);
-        cs_recv(op, r + 1, unfold_msg, rb, bytes, snd, -1, -1);
+        int snd = cs_send(op, coll_group_rank(g, r + 1), g->msg_base, sb, bytes, -1, -1, -1);
+        cs_recv(op, coll_group_rank(g, r + 1), unfold_msg, rb, bytes, snd, -1, -1);
         return GX_OK;
     }
-    char *scratch = cs_scratch(op, bytes + (count / 2 + 1) * es);
+    char *scratch = g->scratch ? g->scratch : cs_scratch(op, rhd_group_scratch(count, es));
     if (!scratch)
         return GX_OK;
     char *alt = scratch, *tmp = scratch + bytes;
     const char *cur = sb;
     int cur_write = -1, last_tmp_read = -1;
     int last_send_of[2] = { -1, -1 }; /* last send reading rb / alt */
-    uint32_t msg = 0;
+    uint32_t msg = g->msg_base;
     if (r < 2 * rem) {
         /* Odd member of a folded pair: the whole vector from r-1 first. The
          * receive needs a full vector: use alt, combine into rb. */
-        int rv = cs_recv(op, r - 1, msg, alt, bytes, -1, -1, -1);
+        int rv = cs_recv(op, coll_group_rank(g, r - 1), msg, alt, bytes, -1, -1, -1);
         cur_write = cs_combine(op, rb, alt, cur, count, rv, -1, -1);
         last_send_of[1] = cur_write; /* alt is free once this combine ran */
         cur = rb;
@@ -55,7 +80,7 @@ int rhd_allreduce_build(struct coll_op *op)
     int lo = 0, hi = p;
     for (int d = p / 2; d >= 1; d /= 2) {
         msg++;
-        int pn = nr ^ d, peer = fold_realrank(pn, rem);
+        int pn = nr ^ d, peer = coll_group_rank(g, fold_realrank(pn, rem));
         int mid = lo + (hi - lo) / 2;
         bool upper_half = (nr & d) != 0;
         int klo = upper_half ? mid : lo, khi = upper_half ? hi : mid;
@@ -90,14 +115,14 @@ int rhd_allreduce_build(struct coll_op *op)
     if (cur != rb)
         have = cs_copy(op, rb + moff * es, cur + moff * es, mlen * es, cur_write, last_send_of[0],
                        -1);
-    if (a->op == GX_AVG)
+    if (g->avg)
         have = cs_avg(op, rb + moff * es, mlen, have, -1, -1);
     /* Everything that read or wrote recvbuf before the gather is done. */
     int join = cs_nop(op, have, last_send_of[0], cur_write);
     /* All-gather by recursive doubling: ranges of d blocks. */
     for (int d = 1; d < p; d <<= 1) {
         msg++;
-        int pn = nr ^ d, peer = fold_realrank(pn, rem);
+        int pn = nr ^ d, peer = coll_group_rank(g, fold_realrank(pn, rem));
         int mlo = nr & ~(d - 1), plo = pn & ~(d - 1);
         size_t o1 = block_off(count, p, mlo), l1 = block_off(count, p, mlo + d) - o1;
         size_t o2 = block_off(count, p, plo), l2 = block_off(count, p, plo + d) - o2;
@@ -109,6 +134,6 @@ int rhd_allreduce_build(struct coll_op *op)
         have = cs_nop(op, have, rv, -1);
     }
     if (r < 2 * rem)
-        cs_send(op, r - 1, unfold_msg, rb, bytes, have, -1, -1);
+        cs_send(op, coll_group_rank(g, r - 1), unfold_msg, rb, bytes, have, -1, -1);
     return GX_OK;
 }

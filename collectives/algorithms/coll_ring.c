@@ -11,7 +11,12 @@
  * arriving. Every block is reduced along one chain and then copied to
  * everyone, so all ranks end with the same bits. Per rank: 2(n-1) messages
  * per chunk, 2(n-1)/n of the vector sent.
+ *
+ * The all-reduce runs over a group (algorithms.h: the whole communicator,
+ * or a node or rail of the hierarchical all-reduce), with even blocks or the
+ * group's own block boundaries; its two halves are also callable alone.
  */
+#include <stdbool.h>
 #include <stdlib.h>
 
 #include "collectives/algorithms/algorithms.h"
@@ -38,93 +43,204 @@ static int *idx_table(struct coll_op *op, int rounds, int nch)
 
 #define AT(t, s, c) ((s) < 0 ? -1 : (t)[(size_t)(s) * (size_t)nch + (size_t)(c)])
 
-int ring_allreduce_build(struct coll_op *op)
+struct coll_group coll_group_all(const struct coll_op *op)
 {
-    const struct coll_args *a = &op->a;
-    int n = op->comm->size, r = op->comm->rank;
-    size_t es = a->es;
-    char *rb = a->recvbuf;
-    const char *sb = a->sendbuf;
-    if (n == 1) {
-        cs_copy(op, rb, sb, a->count * es, -1, -1, -1);
-        return GX_OK;
-    }
-    if (a->count == 0)
-        return GX_OK;
-    size_t maxblk = block_len(a->count, n, 0);
-    int nch = coll_chunks(maxblk * es);
-    /* Receive slots use a fixed chunk stride: blocks differ in length by one
-     * element, and a slot is reused by another block two rounds later. */
-    size_t stride = (maxblk + (size_t)nch - 1) / (size_t)nch;
-    char *tmp = cs_scratch(op, 2 * stride * (size_t)nch * es);
-    int rounds = n - 1;
-    int *rs_recv = idx_table(op, rounds, nch), *rs_red = idx_table(op, rounds, nch);
-    int *rs_send = idx_table(op, rounds, nch), *ag_recv = idx_table(op, rounds, nch);
-    int *fin = idx_table(op, 1, nch);
-    if (!tmp || !rs_recv || !rs_red || !rs_send || !ag_recv || !fin)
-        goto out;
-    int next = mod(r + 1, n), prev = mod(r - 1, n);
+    struct coll_group g = { .n = op->comm->size, .me = op->comm->rank,
+                            .avg = op->a.op == GX_AVG };
+    return g;
+}
 
-    /* Reduce-scatter. */
-    for (int s = 0; s < rounds; s++) {
+/* Block i of a group's vector of `count` elements. */
+static size_t gblk_off(const struct coll_group *g, size_t count, int i)
+{
+    return g->bounds ? g->bounds[i] : block_off(count, g->n, i);
+}
+static size_t gblk_len(const struct coll_group *g, size_t count, int i)
+{
+    return g->bounds ? g->bounds[i + 1] - g->bounds[i] : block_len(count, g->n, i);
+}
+
+/* What both halves of a ring over a group share. */
+struct ring_plan {
+    int n, r;            /* members, my index */
+    int next, prev;      /* comm ranks of my neighbours */
+    int nch, rounds;
+    size_t stride;       /* receive slot per chunk (elements) */
+};
+
+static struct ring_plan ring_plan(const struct coll_group *g, size_t count, size_t es)
+{
+    struct ring_plan p = { .n = g->n, .r = g->me, .rounds = g->n - 1 };
+    size_t maxblk = 0;
+    for (int i = 0; i < g->n; i++)
+        if (gblk_len(g, count, i) > maxblk)
+            maxblk = gblk_len(g, count, i);
+    p.nch = coll_chunks(maxblk * es);
+    /* Receive slots use a fixed chunk stride: blocks differ in length, and a
+     * slot is reused by another block two rounds later. */
+    p.stride = (maxblk + (size_t)p.nch - 1) / (size_t)p.nch;
+    p.next = coll_group_rank(g, mod(g->me + 1, g->n));
+    p.prev = coll_group_rank(g, mod(g->me - 1, g->n));
+    return p;
+}
+
+uint32_t ring_group_msgs(const struct coll_group *g, size_t count, size_t es)
+{
+    struct ring_plan p = ring_plan(g, count, es);
+    return (uint32_t)(2 * p.rounds * p.nch);
+}
+
+size_t ring_group_scratch(const struct coll_group *g, size_t count, size_t es)
+{
+    struct ring_plan p = ring_plan(g, count, es);
+    return 2 * p.stride * (size_t)p.nch * es;
+}
+
+/* Reduce-scatter half: round s sends block r-s and receives block r-s-1,
+ * reducing it into recvbuf; block r+1 ends complete. rs_send/rs_red
+ * (rounds x nch) get the step indices. */
+static void ring_rs_half(struct coll_op *op, const struct coll_group *g, const struct ring_plan *p,
+                         const char *sb, char *rb, size_t count, char *tmp, int *rs_send,
+                         int *rs_red)
+{
+    size_t es = op->a.es;
+    int n = p->n, r = p->r, nch = p->nch;
+    for (int s = 0; s < p->rounds; s++) {
         int sblk = mod(r - s, n), rblk = mod(r - s - 1, n);
-        size_t soff = block_off(a->count, n, sblk), slen = block_len(a->count, n, sblk);
-        size_t roff = block_off(a->count, n, rblk), rlen = block_len(a->count, n, rblk);
-        char *slot = tmp + (size_t)(s % 2) * stride * (size_t)nch * es;
+        size_t soff = gblk_off(g, count, sblk), slen = gblk_len(g, count, sblk);
+        size_t roff = gblk_off(g, count, rblk), rlen = gblk_len(g, count, rblk);
+        char *slot = tmp + (size_t)(s % 2) * p->stride * (size_t)nch * es;
         for (int c = 0; c < nch; c++) {
             size_t co = block_off(slen, nch, c), cl = block_len(slen, nch, c);
-            uint32_t msg = (uint32_t)(s * nch + c);
-            char *cslot = slot + (size_t)c * stride * es;
+            uint32_t msg = g->msg_base + (uint32_t)(s * nch + c);
+            char *cslot = slot + (size_t)c * p->stride * es;
             if (cl) {
                 const char *src = s == 0 ? sb + (soff + co) * es : rb + (soff + co) * es;
-                rs_send[s * nch + c] = cs_send(op, next, msg, src, cl * es, AT(rs_red, s - 1, c),
-                                               -1, -1);
+                rs_send[s * nch + c] = cs_send(op, p->next, msg, src, cl * es,
+                                               AT(rs_red, s - 1, c), -1, -1);
             }
             co = block_off(rlen, nch, c);
             cl = block_len(rlen, nch, c);
             if (cl) {
                 /* The slot is reused every other round: wait for its last reader. */
-                int rv = cs_recv(op, prev, msg, cslot, cl * es, AT(rs_red, s - 2, c), -1, -1);
-                rs_recv[s * nch + c] = rv;
-                rs_red[s * nch + c] = cs_reduce3(op, rb + (roff + co) * es, sb + (roff + co) * es,
-                                                 cslot, cl, rv, -1, -1);
+                int rv = cs_recv(op, p->prev, msg, cslot, cl * es, AT(rs_red, s - 2, c), -1, -1);
+                rs_red[s * nch + c] = cs_reduce3(op, rb + (roff + co) * es,
+                                                 sb + (roff + co) * es, cslot, cl, rv, -1, -1);
             }
         }
     }
+}
+
+/* All-gather half: block r+1 (complete after fin[c], per chunk; NULL: no
+ * dependency) travels around; round s receives block r-s, whose last reader
+ * was the reduce-scatter's send of round s (rs_send; NULL: none). */
+static void ring_ag_half(struct coll_op *op, const struct coll_group *g, const struct ring_plan *p,
+                         char *rb, size_t count, const int *fin, const int *rs_send,
+                         int *ag_recv)
+{
+    size_t es = op->a.es;
+    int n = p->n, r = p->r, nch = p->nch, rounds = p->rounds;
+    for (int s = 0; s < rounds; s++) {
+        int sblk = mod(r + 1 - s, n), rblk = mod(r - s, n);
+        size_t soff = gblk_off(g, count, sblk), slen = gblk_len(g, count, sblk);
+        size_t roff = gblk_off(g, count, rblk), rlen = gblk_len(g, count, rblk);
+        for (int c = 0; c < nch; c++) {
+            uint32_t msg = g->msg_base + (uint32_t)((rounds + s) * nch + c);
+            size_t co = block_off(slen, nch, c), cl = block_len(slen, nch, c);
+            if (cl)
+                cs_send(op, p->next, msg, rb + (soff + co) * es, cl * es,
+                        s == 0 ? (fin ? fin[c] : -1) : AT(ag_recv, s - 1, c), -1, -1);
+            co = block_off(rlen, nch, c);
+            cl = block_len(rlen, nch, c);
+            if (cl)
+                ag_recv[s * nch + c] = cs_recv(op, p->prev, msg, rb + (roff + co) * es, cl * es,
+                                               rs_send ? AT(rs_send, s, c) : -1, -1, -1);
+        }
+    }
+}
+
+static char *group_scratch(struct coll_op *op, const struct coll_group *g, size_t bytes)
+{
+    return g->scratch ? g->scratch : cs_scratch(op, bytes);
+}
+
+int ring_allreduce_group(struct coll_op *op, const struct coll_group *g, const void *sendbuf,
+                         void *recvbuf, size_t count)
+{
+    size_t es = op->a.es;
+    char *rb = recvbuf;
+    const char *sb = sendbuf;
+    if (g->n == 1) {
+        int cp = cs_copy(op, rb, sb, count * es, -1, -1, -1);
+        if (g->avg && count)
+            cs_avg(op, rb, count, cp, -1, -1);
+        return GX_OK;
+    }
+    if (count == 0)
+        return GX_OK;
+    struct ring_plan p = ring_plan(g, count, es);
+    int nch = p.nch, rounds = p.rounds;
+    char *tmp = group_scratch(op, g, 2 * p.stride * (size_t)nch * es);
+    int *rs_red = idx_table(op, rounds, nch), *rs_send = idx_table(op, rounds, nch);
+    int *ag_recv = idx_table(op, rounds, nch), *fin = idx_table(op, 1, nch);
+    if (!tmp || !rs_red || !rs_send || !ag_recv || !fin)
+        goto out;
+    ring_rs_half(op, g, &p, sb, rb, count, tmp, rs_send, rs_red);
     /* The complete block r+1 (averaged if asked). */
-    int own = mod(r + 1, n);
-    size_t ooff = block_off(a->count, n, own), olen = block_len(a->count, n, own);
+    int own = mod(p.r + 1, p.n);
+    size_t ooff = gblk_off(g, count, own), olen = gblk_len(g, count, own);
     for (int c = 0; c < nch; c++) {
         size_t co = block_off(olen, nch, c), cl = block_len(olen, nch, c);
         fin[c] = AT(rs_red, rounds - 1, c);
-        if (cl && a->op == GX_AVG)
+        if (cl && g->avg)
             fin[c] = cs_avg(op, rb + (ooff + co) * es, cl, fin[c], -1, -1);
     }
-    /* All-gather. */
-    for (int s = 0; s < rounds; s++) {
-        int sblk = mod(r + 1 - s, n), rblk = mod(r - s, n);
-        size_t soff = block_off(a->count, n, sblk), slen = block_len(a->count, n, sblk);
-        size_t roff = block_off(a->count, n, rblk), rlen = block_len(a->count, n, rblk);
-        for (int c = 0; c < nch; c++) {
-            uint32_t msg = (uint32_t)((rounds + s) * nch + c);
-            size_t co = block_off(slen, nch, c), cl = block_len(slen, nch, c);
-            if (cl)
-                cs_send(op, next, msg, rb + (soff + co) * es, cl * es,
-                        s == 0 ? fin[c] : AT(ag_recv, s - 1, c), -1, -1);
-            co = block_off(rlen, nch, c);
-            cl = block_len(rlen, nch, c);
-            if (cl) /* the block's last reader was reduce-scatter's send of round s */
-                ag_recv[s * nch + c] = cs_recv(op, prev, msg, rb + (roff + co) * es, cl * es,
-                                               AT(rs_send, s, c), -1, -1);
-        }
-    }
+    ring_ag_half(op, g, &p, rb, count, fin, rs_send, ag_recv);
 out:
-    free(rs_recv);
     free(rs_red);
     free(rs_send);
     free(ag_recv);
     free(fin);
     return GX_OK;
+}
+
+int ring_rs_group(struct coll_op *op, const struct coll_group *g, const void *sendbuf,
+                  void *recvbuf, size_t count)
+{
+    size_t es = op->a.es;
+    if (g->n == 1) {
+        if (sendbuf != recvbuf)
+            cs_copy(op, recvbuf, sendbuf, count * es, -1, -1, -1);
+        return GX_OK;
+    }
+    if (count == 0)
+        return GX_OK;
+    struct ring_plan p = ring_plan(g, count, es);
+    char *tmp = group_scratch(op, g, 2 * p.stride * (size_t)p.nch * es);
+    int *rs_red = idx_table(op, p.rounds, p.nch), *rs_send = idx_table(op, p.rounds, p.nch);
+    if (tmp && rs_red && rs_send)
+        ring_rs_half(op, g, &p, sendbuf, recvbuf, count, tmp, rs_send, rs_red);
+    free(rs_red);
+    free(rs_send);
+    return GX_OK;
+}
+
+int ring_ag_group(struct coll_op *op, const struct coll_group *g, void *recvbuf, size_t count)
+{
+    if (g->n == 1 || count == 0)
+        return GX_OK;
+    struct ring_plan p = ring_plan(g, count, op->a.es);
+    int *ag_recv = idx_table(op, p.rounds, p.nch);
+    if (ag_recv)
+        ring_ag_half(op, g, &p, recvbuf, count, NULL, NULL, ag_recv);
+    free(ag_recv);
+    return GX_OK;
+}
+
+int ring_allreduce_build(struct coll_op *op)
+{
+    struct coll_group g = coll_group_all(op);
+    return ring_allreduce_group(op, &g, op->a.sendbuf, op->a.recvbuf, op->a.count);
 }
 
 /* Reduce-scatter: like the first half above, with block r ending on rank r

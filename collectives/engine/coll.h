@@ -33,6 +33,9 @@ void coll_note_rejected(struct gx_comm *comm, uint64_t seq, const struct coll_ar
  *  element size; per-rank block for gather/scatter/all-gather/alltoall) on
  *  `comm`: GX_ALGO if it names one that applies, else the cost model. */
 enum coll_algo coll_choose(const struct gx_comm *comm, enum coll_kind kind, size_t bytes);
+/** The all-reduce algorithm of the rails of a hierarchical all-reduce of
+ *  `bytes` on `comm` (ring or rhd; the same on every rank). */
+enum coll_algo coll_hier_rail_algo(const struct gx_comm *comm, size_t bytes);
 /** Predicted seconds of `algo` for `kind` with `bytes` on `n` ranks on
  *  `nodes` nodes; a negative value when the algorithm does not apply. */
 double coll_predict(enum coll_kind kind, enum coll_algo algo, size_t bytes, int n, int nodes);

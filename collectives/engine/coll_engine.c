@@ -58,7 +58,7 @@ static const char *const kind_names[COLL_KIND_COUNT] = {
 static const char *const algo_names[COLL_ALGO_COUNT] = {
     [COLL_ALGO_AUTO] = "auto", [COLL_ALGO_RING] = "ring", [COLL_ALGO_TREE] = "tree",
     [COLL_ALGO_RHD] = "rhd",   [COLL_ALGO_RD] = "rd",     [COLL_ALGO_LINEAR] = "linear",
-    [COLL_ALGO_SHM] = "shm",   [COLL_ALGO_DBTREE] = "dbtree",
+    [COLL_ALGO_SHM] = "shm",   [COLL_ALGO_DBTREE] = "dbtree", [COLL_ALGO_HIER] = "hier",
 };
 
 const char *coll_kind_name(enum coll_kind k)

@@ -42,6 +42,7 @@ struct coll_comm {
     int memo_kind;
     size_t memo_bytes;
     enum coll_algo memo_algo;
+    enum coll_algo memo_inner;  /* hier: the rails' algorithm for memo_bytes */
     bool use_thread;
     int waiters;                   /* callers inside gx_wait: they progress, the thread rests */
     bool thread_started;

@@ -134,6 +134,7 @@ static int build(struct coll_op *op)
         case COLL_ALGO_RHD: return rhd_allreduce_build(op);
         case COLL_ALGO_TREE: return tree_allreduce_build(op);
         case COLL_ALGO_DBTREE: return dbtree_allreduce_build(op);
+        case COLL_ALGO_HIER: return hier_allreduce_build(op);
         default: return ring_allreduce_build(op);
         }
     case COLL_BROADCAST:
@@ -193,11 +194,15 @@ int coll_issue(struct gx_comm *comm, uint64_t seq, const struct coll_args *a, co
     pthread_mutex_lock(&cc->mu);
     if (cc->memo_kind == (int)a->kind && cc->memo_bytes == mb) {
         op->algo = cc->memo_algo;
+        op->inner_algo = cc->memo_inner;
     } else {
         op->algo = coll_choose(comm, a->kind, mb);
+        if (op->algo == COLL_ALGO_HIER)
+            op->inner_algo = coll_hier_rail_algo(comm, mb);
         cc->memo_kind = (int)a->kind;
         cc->memo_bytes = mb;
         cc->memo_algo = op->algo;
+        cc->memo_inner = op->inner_algo;
     }
     pthread_mutex_unlock(&cc->mu);
     int n = comm->size;
@@ -207,6 +212,7 @@ int coll_issue(struct gx_comm *comm, uint64_t seq, const struct coll_args *a, co
             .dtype = (uint8_t)a->dtype,
             .op = a->op == GX_REDOP_COUNT ? 0xff : (uint8_t)a->op, .seq = op->seq,
             .count = a->count, .root = a->root, .algo = (uint8_t)op->algo,
+            .inner_algo = (uint8_t)op->inner_algo,
         };
         cs_send(op, (comm->rank + 1) % n, UINT32_MAX, &op->desc_out, sizeof(op->desc_out), -1,
                 -1, -1);
@@ -234,8 +240,11 @@ int coll_issue(struct gx_comm *comm, uint64_t seq, const struct coll_args *a, co
     req->wait_end = coll_wait_end;
     op->req = req;
     op->deadline = req->deadline;
-    GX_TRACE(GX_SUB_COLL, "%s #%llu: %s, count %zu, %d steps", coll_kind_name(a->kind),
-             (unsigned long long)op->seq, coll_algo_name(op->algo), a->count, op->nsteps);
+    GX_TRACE(GX_SUB_COLL, "%s #%llu: %s%s%s, count %zu, %d steps", coll_kind_name(a->kind),
+             (unsigned long long)op->seq, coll_algo_name(op->algo),
+             op->algo == COLL_ALGO_HIER ? " rails " : "",
+             op->algo == COLL_ALGO_HIER ? coll_algo_name(op->inner_algo) : "", a->count,
+             op->nsteps);
 
     pthread_mutex_lock(&cc->mu);
     /* Bound the collectives in flight so tags stay unique (coll_proto.h). */

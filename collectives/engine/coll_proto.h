@@ -46,7 +46,8 @@ struct coll_desc {
     uint64_t count;    /* as passed by the caller */
     int32_t root;      /* -1 when none */
     uint8_t algo;      /* enum coll_algo actually used */
-    uint8_t reserved[3];
+    uint8_t inner_algo; /* hier: the rails' algorithm (enum coll_algo); else 0 */
+    uint8_t reserved[2];
 };
 
 #endif

@@ -5,6 +5,7 @@
  * communicator's pool (coll_engine.c). Runs while the op is being issued,
  * before the engine sees it, so it takes no lock.
  */
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,6 +131,49 @@ int cs_flag_wait_one(struct coll_op *op, const uint64_t *flag, int rank, uint64_
     int i = cs_flag_wait(op, flag, 0, value, d0, d1, d2);
     op->steps[i].peer = rank;
     return i;
+}
+
+void cs_gate(struct coll_op *op, int from, int dep)
+{
+    if (dep < 0)
+        return;
+    for (int i = from; i < op->nsteps; i++) {
+        int *d = op->steps[i].dep;
+        if (d[0] < 0 && d[1] < 0 && d[2] < 0)
+            d[0] = dep;
+    }
+}
+
+int cs_join(struct coll_op *op, int from)
+{
+    int n = op->nsteps - from;
+    if (n <= 0)
+        return -1;
+    /* Steps no later step depends on (the leaves): when they are done, so
+     * is everything they depend on. */
+    bool *needed = calloc((size_t)n, sizeof(bool));
+    if (!needed) {
+        op->build_status = GX_ENOMEM;
+        return -1;
+    }
+    for (int i = from; i < op->nsteps; i++)
+        for (int k = 0; k < CS_MAX_DEPS; k++)
+            if (op->steps[i].dep[k] >= from)
+                needed[op->steps[i].dep[k] - from] = true;
+    int join = -1, end = op->nsteps, pending[2], np = 0;
+    for (int i = from; i < end; i++) {
+        if (needed[i - from])
+            continue;
+        pending[np++] = i;
+        if (np == 2) {
+            join = cs_nop(op, join, pending[0], pending[1]);
+            np = 0;
+        }
+    }
+    if (np)
+        join = cs_nop(op, join, pending[0], -1);
+    free(needed);
+    return join;
 }
 
 void *cs_scratch(struct coll_op *op, size_t bytes)

@@ -30,8 +30,9 @@ static void describe_desc(const struct coll_desc *d, char *buf, size_t len)
     if ((size_t)n < len && d->root >= 0)
         n += snprintf(buf + n, len - (size_t)n, ", root %d", d->root);
     if ((size_t)n < len)
-        snprintf(buf + n, len - (size_t)n, ", algorithm %s)",
-                 coll_algo_name((enum coll_algo)d->algo));
+        snprintf(buf + n, len - (size_t)n, ", algorithm %s%s%s)",
+                 coll_algo_name((enum coll_algo)d->algo), d->inner_algo ? " rails " : "",
+                 d->inner_algo ? coll_algo_name((enum coll_algo)d->inner_algo) : "");
 }
 
 void coll_describe_op(const struct coll_op *op, char *buf, size_t len)

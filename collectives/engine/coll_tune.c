@@ -24,15 +24,21 @@
 #include "collectives/comm/comm_internal.h"
 #include "common/log.h"
 #include "common/param.h"
+#include "common/sock.h"
 
 GX_PARAM_DEFINE(gx_param_algo, "GX_ALGO", GX_PARAM_STRING, "auto", NULL,
-                "Force collective algorithms: one of ring|tree|dbtree|rhd|rd|linear|shm|auto "
+                "Force collective algorithms: one of ring|tree|dbtree|rhd|rd|linear|shm|hier|auto "
                 "for every collective it applies to, or per collective, e.g. "
                 "\"allreduce:ring,broadcast:tree\". Must be the same on every rank. "
                 "gx-info --tuning -n N shows the automatic choice.");
 GX_PARAM_DEFINE(gx_param_coll_chunk, "GX_COLL_CHUNK", GX_PARAM_SIZE, "256K", NULL,
                 "Pipelining chunk of the ring, chain and tree collectives (at most 64 chunks "
                 "per block).");
+
+GX_PARAM_DEFINE(gx_param_hier_rail, "GX_HIER_RAIL", GX_PARAM_ENUM, "auto", "auto|ring|rhd",
+                "The rails' all-reduce inside the hierarchical all-reduce (GX_ALGO=hier): "
+                "ring|rhd|auto (auto: the cost model's pick for a 1/L shard over the network). "
+                "Must be the same on every rank (a mismatch fails with GX_EMISMATCH).");
 
 struct link_cost {
     const char *name;
@@ -100,10 +106,10 @@ static double shm_allreduce_time(double S, int n)
 
 #define MAX_CHUNKS 64
 
-#define MAX_APPLICABLE 7
+#define MAX_APPLICABLE 8
 static const enum coll_algo applicable[COLL_KIND_COUNT][MAX_APPLICABLE] = {
     [COLL_ALLREDUCE] = { COLL_ALGO_RING, COLL_ALGO_RD, COLL_ALGO_RHD, COLL_ALGO_TREE,
-                         COLL_ALGO_DBTREE, COLL_ALGO_SHM, 0 },
+                         COLL_ALGO_DBTREE, COLL_ALGO_SHM, COLL_ALGO_HIER, 0 },
     [COLL_BROADCAST] = { COLL_ALGO_TREE, COLL_ALGO_RING, COLL_ALGO_SHM, 0 },
     [COLL_REDUCE] = { COLL_ALGO_TREE, COLL_ALGO_RING, 0 },
     [COLL_ALLGATHER] = { COLL_ALGO_RING, COLL_ALGO_SHM, 0 },
@@ -159,7 +165,7 @@ static void parse_forced(void)
         }
         if (algo < 0 || (colon && kind < 0)) {
             GX_WARN(GX_SUB_COLL, "GX_ALGO: ignoring '%.*s' (expected ALGO or COLLECTIVE:ALGO "
-                    "with ALGO one of auto|ring|tree|dbtree|rhd|rd|linear|shm)", (int)len, p);
+                    "with ALGO one of auto|ring|tree|dbtree|rhd|rd|linear|shm|hier)", (int)len, p);
         } else {
             for (int k = 0; k < COLL_KIND_COUNT; k++) {
                 if (kind >= 0 && k != kind)
@@ -197,6 +203,14 @@ int coll_chunks(size_t bytes)
     size_t chunk = chunk_bytes;
     size_t k = (bytes + chunk - 1) / chunk;
     return k < 1 ? 1 : k > MAX_CHUNKS ? MAX_CHUNKS : (int)k;
+}
+
+int coll_hier_segments(size_t bytes)
+{
+    /* A segment costs its phases' latencies again; below ~8 chunks the
+     * overlap does not pay that back (measured on 2 netns nodes x 2 ranks). */
+    int k = coll_chunks(bytes) / 8;
+    return k < 1 ? 1 : k > 4 ? 4 : k;
 }
 
 static double log2i(int n)
@@ -259,6 +273,7 @@ static double predict(enum coll_kind kind, enum coll_algo algo, size_t bytes, in
         }
         case COLL_ALGO_SHM: /* only inside one node */
             return nodes > 1 ? -1 : shm_allreduce_time(S, n);
+        case COLL_ALGO_HIER: /* needs the node layout: predict_hier */
         default:
             return -1;
         }
@@ -289,40 +304,124 @@ static double predict(enum coll_kind kind, enum coll_algo algo, size_t bytes, in
     }
 }
 
+/* ---- hierarchical all-reduce (coll_hier.c) ---------------------------------- */
+
+/* The node layout the model needs: node count, the largest node's rank
+ * count L, whether nodes differ. hier applies with >= 2 nodes and L >= 2. */
+struct node_shape {
+    int nodes, L;
+    bool uneven;
+    int rails;   /* network links per node the rails spread over (GX_SOCKET_IFNAME's list) */
+};
+
+static bool hier_applies(const struct node_shape *sh)
+{
+    return sh->nodes > 1 && sh->L > 1;
+}
+
+/* Three phases per segment: a ring reduce-scatter of the segment inside the
+ * node (shm links), one all-reduce of a 1/L shard along each rail (the
+ * network; the L rails of a node share its links - one, or as many as
+ * GX_SOCKET_IFNAME lists - so a rail sees links/L of a link's bandwidth), a
+ * ring all-gather inside the node. Segments overlap the
+ * phases: the slowest phase plus 1/K of the others. */
+static double predict_hier(size_t bytes, const struct node_shape *sh,
+                           const struct link_cost *net, enum coll_algo *rail_out)
+{
+    if (!hier_applies(sh))
+        return -1;
+    double S = (double)bytes, L = sh->L, shard = S / L;
+    const struct link_cost *l = &link_shm;
+    double t_rs = (L - 1) * (l->alpha + shard * (l->beta + gamma_reduce));
+    double t_ag = (L - 1) * (l->alpha + shard * l->beta);
+    int links = sh->rails < 1 ? 1 : sh->rails > sh->L ? sh->L : sh->rails;
+    struct link_cost rail = { "rail", net->alpha, net->beta * L / links };
+    double ring = predict(COLL_ALLREDUCE, COLL_ALGO_RING, (size_t)shard, sh->nodes, sh->nodes,
+                          &rail);
+    double rhd = predict(COLL_ALLREDUCE, COLL_ALGO_RHD, (size_t)shard, sh->nodes, sh->nodes,
+                         &rail);
+    double t_rail = rhd < ring ? rhd : ring;
+    if (rail_out)
+        *rail_out = rhd < ring ? COLL_ALGO_RHD : COLL_ALGO_RING;
+    int K = coll_hier_segments(bytes);
+    double sum = t_rs + t_rail + t_ag, mx = t_rs;
+    mx = t_rail > mx ? t_rail : mx;
+    mx = t_ag > mx ? t_ag : mx;
+    return mx + (sum - mx) / K;
+}
+
+static struct node_shape comm_shape(const struct gx_comm *comm)
+{
+    struct node_shape sh = { comm->node_count, 0, false, gx_sock_rail_count() };
+    for (int m = 0; m < comm->node_count; m++) {
+        if (m && comm->node_size[m] != comm->node_size[0])
+            sh.uneven = true;
+        if (comm->node_size[m] > sh.L)
+            sh.L = comm->node_size[m];
+    }
+    return sh;
+}
+
 /* `arena`: the communicator has a shared-memory arena (coll_shm.h); the
- * same on every rank. Forcing shm where there is none falls back to auto. */
+ * same on every rank. Forcing shm where there is none, or hier where it does
+ * not apply, falls back to auto. */
 double coll_predict(enum coll_kind kind, enum coll_algo algo, size_t bytes, int n, int nodes)
 {
     return predict(kind, algo, bytes, n, nodes, &link_tcp);
 }
 
-static enum coll_algo choose(enum coll_kind kind, size_t bytes, int n, int nodes, bool arena,
-                             const struct link_cost *net, bool *forced_out)
+static enum coll_algo choose(enum coll_kind kind, size_t bytes, int n, const struct node_shape *sh,
+                             bool arena, const struct link_cost *net, bool *forced_out)
 {
     pthread_once(&forced_once, parse_forced);
-    *forced_out = forced[kind] != COLL_ALGO_AUTO && (forced[kind] != COLL_ALGO_SHM || arena);
+    int nodes = sh->nodes;
+    *forced_out = forced[kind] != COLL_ALGO_AUTO && (forced[kind] != COLL_ALGO_SHM || arena) &&
+                  (forced[kind] != COLL_ALGO_HIER || hier_applies(sh));
     if (*forced_out)
         return forced[kind];
     enum coll_algo best = applicable[kind][0];
     double best_t = predict(kind, best, bytes, n, nodes, net);
     for (int i = 1; i < MAX_APPLICABLE && applicable[kind][i]; i++) {
-        if (applicable[kind][i] == COLL_ALGO_SHM && !arena)
+        enum coll_algo a = applicable[kind][i];
+        if (a == COLL_ALGO_SHM && !arena)
             continue;
-        double t = predict(kind, applicable[kind][i], bytes, n, nodes, net);
+        double t = a == COLL_ALGO_HIER ? predict_hier(bytes, sh, net, NULL)
+                                       : predict(kind, a, bytes, n, nodes, net);
         if (t >= 0 && t < best_t) {
             best_t = t;
-            best = applicable[kind][i];
+            best = a;
         }
     }
     return best;
 }
 
+static const struct link_cost *comm_net(const struct gx_comm *comm, struct link_cost *probed)
+{
+    *probed = (struct link_cost){ "probed", comm->net_alpha, comm->net_beta };
+    return comm->net_alpha > 0 ? probed : &link_tcp;
+}
+
 enum coll_algo coll_choose(const struct gx_comm *comm, enum coll_kind kind, size_t bytes)
 {
     bool f;
-    struct link_cost probed = { "probed", comm->net_alpha, comm->net_beta };
-    const struct link_cost *net = comm->net_alpha > 0 ? &probed : &link_tcp;
-    return choose(kind, bytes, comm->size, comm->node_count, comm->shm != NULL, net, &f);
+    struct link_cost probed;
+    struct node_shape sh = comm_shape(comm);
+    return choose(kind, bytes, comm->size, &sh, comm->shm != NULL, comm_net(comm, &probed), &f);
+}
+
+enum coll_algo coll_hier_rail_algo(const struct gx_comm *comm, size_t bytes)
+{
+    struct link_cost probed;
+    struct node_shape sh = comm_shape(comm);
+    enum coll_algo rail = COLL_ALGO_RING;
+    int forced_rail = 0; /* malformed: gx_param_check_environment failed init already */
+    (void)gx_param_enum(&gx_param_hier_rail, &forced_rail);
+    if (forced_rail == 1)
+        return COLL_ALGO_RING;
+    if (forced_rail == 2)
+        return COLL_ALGO_RHD;
+    (void)predict_hier(bytes, &sh, comm_net(comm, &probed), &rail);
+    return rail;
 }
 
 /* ---- gx-info --tuning ------------------------------------------------------ */
@@ -365,27 +464,57 @@ int gx_coll_tuning_print(FILE *f, int nranks, int nnodes)
         fprintf(f, "(a communicator across nodes replaces the tcp figures with its own link's, "
                 "probed at set-up: GX_COLL_PROBE; GX_DEBUG=info shows them)\n");
     fprintf(f, "GX_ALGO=%s\n\n", gx_param_text(&gx_param_algo));
-    fprintf(f, "all_reduce (predicted time per algorithm; * = chosen)\n");
+    /* Nodes as even as the counts allow: the first nranks % nnodes get one more. */
+    struct node_shape sh = { nnodes, (nranks + nnodes - 1) / nnodes, nranks % nnodes != 0,
+                             gx_sock_rail_count() };
+    if (nnodes > 1 && !hier_applies(&sh))
+        fprintf(f, "hier: not applicable (one rank per node: the rails are the whole "
+                "communicator)\n");
+    else if (nnodes > 1 && sh.uneven)
+        fprintf(f, "hier: nodes of %d and %d ranks: uneven, generalised (every segment cut "
+                "into %d shards, the largest node's rank count; a smaller node's ranks own "
+                "several shards and join several rails), not a flat fallback\n",
+                sh.L, sh.L - 1, sh.L);
+    else if (nnodes > 1)
+        fprintf(f, "hier: %d nodes x %d ranks: reduce-scatter inside the node, %d rails "
+                "between nodes (one per local rank, over %d network link(s) per node: "
+                "GX_SOCKET_IFNAME's list), all-gather inside the node\n", nnodes, sh.L, sh.L,
+                sh.rails < sh.L ? sh.rails : sh.L);
+    fprintf(f, "all_reduce (predicted time per algorithm; * = chosen; flat = best of the "
+            "one-level ones)\n");
     /* One node: assume the shared-memory arena (GX_COLL_SHM=auto, shm links). */
     bool arena = nnodes == 1 && nranks > 1;
-    fprintf(f, "%10s %11s %11s %11s %11s %11s %11s   %s\n", "bytes", "ring", "rd", "rhd",
-            "tree", "dbtree", "shm", "choice");
-    static const enum coll_algo ar[6] = { COLL_ALGO_RING, COLL_ALGO_RD, COLL_ALGO_RHD,
-                                          COLL_ALGO_TREE, COLL_ALGO_DBTREE, COLL_ALGO_SHM };
+    fprintf(f, "%10s %11s %11s %11s %11s %11s %11s %11s   %-6s %s\n", "bytes", "ring", "rd",
+            "rhd", "tree", "dbtree", "shm", "hier", "rail", "choice");
+    static const enum coll_algo ar[7] = { COLL_ALGO_RING, COLL_ALGO_RD, COLL_ALGO_RHD,
+                                          COLL_ALGO_TREE, COLL_ALGO_DBTREE, COLL_ALGO_SHM,
+                                          COLL_ALGO_HIER };
     for (size_t b = 4; b <= ((size_t)1 << 30); b *= 4) {
         bool forced_flag;
-        enum coll_algo c = choose(COLL_ALLREDUCE, b, nranks, nnodes, arena, &link_tcp,
+        enum coll_algo c = choose(COLL_ALLREDUCE, b, nranks, &sh, arena, &link_tcp,
                                   &forced_flag);
+        enum coll_algo rail = COLL_ALGO_RING;
+        double th = predict_hier(b, &sh, &link_tcp, &rail), flat = -1;
         char sz[16];
         fmt_size(sz, sizeof(sz), b);
         fprintf(f, "%10s", sz);
-        for (int i = 0; i < 6; i++) {
+        for (int i = 0; i < 7; i++) {
             char t[24], cell[32];
-            fmt_time(t, sizeof(t), coll_predict(COLL_ALLREDUCE, ar[i], b, nranks, nnodes));
+            double p = ar[i] == COLL_ALGO_HIER ? th
+                                               : coll_predict(COLL_ALLREDUCE, ar[i], b, nranks,
+                                                              nnodes);
+            if (ar[i] != COLL_ALGO_HIER && p >= 0 && (ar[i] != COLL_ALGO_SHM || arena) &&
+                (flat < 0 || p < flat))
+                flat = p;
+            fmt_time(t, sizeof(t), p);
             snprintf(cell, sizeof(cell), "%s%s", t, c == ar[i] ? "*" : "");
             fprintf(f, " %11s", cell);
         }
-        fprintf(f, "   %s%s\n", coll_algo_name(c), forced_flag ? " (GX_ALGO)" : "");
+        char ratio[32] = "";
+        if (th > 0 && flat > 0)
+            snprintf(ratio, sizeof(ratio), " (hier/flat %.2f)", th / flat);
+        fprintf(f, "   %-6s %s%s%s\n", th >= 0 ? coll_algo_name(rail) : "-", coll_algo_name(c),
+                forced_flag ? " (GX_ALGO)" : "", ratio);
     }
     fprintf(f, "\nother collectives (chosen algorithm and predicted time; bytes per rank's "
             "block for allgather, reduce_scatter, gather, scatter, alltoall)\n");
@@ -399,7 +528,7 @@ int gx_coll_tuning_print(FILE *f, int nranks, int nnodes)
         fprintf(f, "%10s", sz);
         for (int k = 1; k < COLL_KIND_COUNT; k++) {
             bool forced_flag;
-            enum coll_algo c = choose((enum coll_kind)k, b, nranks, nnodes, arena, &link_tcp,
+            enum coll_algo c = choose((enum coll_kind)k, b, nranks, &sh, arena, &link_tcp,
                                       &forced_flag);
             char t[24], cell[40];
             fmt_time(t, sizeof(t), coll_predict((enum coll_kind)k, c, b, nranks, nnodes));

@@ -49,6 +49,7 @@ enum coll_algo {
     COLL_ALGO_LINEAR, /* direct / pairwise exchange */
     COLL_ALGO_DBTREE, /* double binary tree (two trees, half the vector each) */
     COLL_ALGO_SHM,    /* in the node's shared-memory arena (coll_shm.c) */
+    COLL_ALGO_HIER,   /* inside nodes, then along rails between them (coll_hier.c) */
     COLL_ALGO_COUNT
 };
 
@@ -103,6 +104,7 @@ struct coll_op {
     struct coll_op *next;   /* engine's issue-order list */
     struct coll_args a;
     enum coll_algo algo;
+    enum coll_algo inner_algo; /* hier: the rails' algorithm (coll_tune.c) */
     uint64_t seq;
     uint64_t deadline;
     uint64_t issued_ns;     /* gx_now_ns() at issue (the stall report) */
@@ -156,6 +158,12 @@ int cs_flag_wait(struct coll_op *op, const uint64_t *first, size_t stride, uint6
 /* Wait for one rank's counter only (its address is `flag`). */
 int cs_flag_wait_one(struct coll_op *op, const uint64_t *flag, int rank, uint64_t value, int d0,
                      int d1, int d2);
+/* Composing schedules (coll_hier.c runs one algorithm after another inside
+ * one collective): cs_gate makes every step from index `from` on that has no
+ * dependency wait for step `dep` (-1: nothing); cs_join returns a step that
+ * is done when every step from `from` on is (-1 when there is none). */
+void cs_gate(struct coll_op *op, int from, int dep);
+int cs_join(struct coll_op *op, int from);
 /* Allocate op->scratch (from the comm's pool); NULL and build_status set on
  * failure. */
 void *cs_scratch(struct coll_op *op, size_t bytes);
@@ -210,5 +218,8 @@ static inline int fold_realrank(int nr, int rem)
 
 /* Pipelining: how many chunks to cut `bytes` into. */
 int coll_chunks(size_t bytes);
+/* The hierarchical all-reduce's pipeline segments for `bytes` (coll_tune.c):
+ * one per 8 pipelining chunks, 1 to 4. */
+int coll_hier_segments(size_t bytes);
 
 #endif

@@ -24,6 +24,8 @@ struct tcp_domain {
     int nstreams;
     size_t stripe_min;
     struct gx_sockaddr local;  /* interface address chosen at open */
+    struct gx_sockaddr mask;   /* its netmask: peers in that subnet are reached from it */
+    int rail;                  /* attr.rail, -1 none */
     char ifname[64];
 };
 

@@ -176,7 +176,14 @@ int tcp_accept(struct gx_fab_listener *base, struct gx_fab_ep **out)
 /* ---- connector ---------------------------------------------------------- */
 static int stream_start_connect(struct tcp_ep *ep, struct tcp_stream *s)
 {
-    int rc = gx_fab_sock_connect_start("tcp", &ep->peer, ep->base.name, &s->fd);
+    /* Rails: leave from this domain's interface to peers on its subnet
+     * (elsewhere routing decides, and a bound source could be dropped by
+     * reverse-path filtering on the way back). */
+    struct tcp_domain *dom = ep->dom;
+    const struct gx_sockaddr *src =
+        dom->rail >= 0 && gx_sock_same_subnet(&dom->local, &dom->mask, &ep->peer) ? &dom->local
+                                                                                   : NULL;
+    int rc = gx_fab_sock_connect_start_from("tcp", src, &ep->peer, ep->base.name, &s->fd);
     if (rc != GX_OK)
         return rc; /* GX_INPROGRESS: refused, retried until the deadline */
     s->stage = STAGE_TCP;

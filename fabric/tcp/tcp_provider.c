@@ -5,6 +5,7 @@
  */
 #include <ifaddrs.h>
 #include <net/if.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,7 +40,10 @@ static int tcp_domain_open(const struct gx_fab_provider *prov, const struct gx_f
     }
     if (dom->stripe_min < 4096)
         dom->stripe_min = 4096;
-    int rc = gx_sock_pick_interface(&dom->local, dom->ifname, sizeof(dom->ifname));
+    dom->rail = attr->size >= offsetof(struct gx_fab_domain_attr, rail) + sizeof(int)
+                    ? attr->rail : -1;
+    int rc = gx_sock_pick_rail(dom->rail, &dom->local, &dom->mask, dom->ifname,
+                               sizeof(dom->ifname));
     if (rc != GX_OK) {
         free(dom);
         return rc;
@@ -47,9 +51,10 @@ static int tcp_domain_open(const struct gx_fab_provider *prov, const struct gx_f
     gx_auth_key_derive(attr->job_key, &dom->key);
     gx_fab_mrtab_init(&dom->mrtab);
     char a[64];
-    GX_INFO(GX_SUB_FABRIC, "tcp: domain on %s (%s), %d streams, striping from %zu bytes",
+    GX_INFO(GX_SUB_FABRIC, "tcp: domain on %s (%s), %d streams, striping from %zu bytes%s",
             dom->ifname, gx_sock_addr_str(&dom->local, a, sizeof(a)), dom->nstreams,
-            dom->stripe_min);
+            dom->stripe_min, gx_sock_rail_count() > 1 && dom->rail >= 0
+                                 ? " (rail: local rank's entry of GX_SOCKET_IFNAME)" : "");
     *out = &dom->base;
     return GX_OK;
 }

@@ -18,7 +18,8 @@
  *   coll_check mismatch WHAT    rank 1 calls something else (count, kind,
  *                               dtype, op, root, skip): every rank must fail
  *                               with GX_EMISMATCH
- *   coll_check dead             rank 2 dies in the middle of all-reduces: the
+ *   coll_check dead [MS]        rank 2 dies in the middle of all-reduces (MS:
+ *                               MS milliseconds into its 6th, in flight): the
  *                               others fail naming it within 2 x GX_TIMEOUT
  *   coll_check badinput         caller errors fail locally with GX_EINVAL
  *                               naming the argument; the comm still works
@@ -315,7 +316,7 @@ int main(int argc, char **argv)
         gx_comm_destroy(comm);
         return 0;
     } else if (!strcmp(mode, "dead"))
-        mode_dead(comm);
+        mode_dead(comm, argc > 2 ? atol(argv[2]) : -1);
     else if (!strcmp(mode, "badinput"))
         mode_badinput(comm);
     else if (!strcmp(mode, "bench"))

@@ -8,6 +8,7 @@
 #ifndef GX_COLL_CHECK_H
 #define GX_COLL_CHECK_H
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -58,7 +59,7 @@ void mode_random(struct gx_comm *comm, uint32_t seed);
 void mode_interleave(struct gx_comm *comm, uint32_t seed, int total, int window);
 void mode_mismatch(struct gx_comm *comm, const char *what);
 double now_s(void);
-void mode_dead(struct gx_comm *comm);
+void mode_dead(struct gx_comm *comm, long in_flight_ms);
 void mode_badinput(struct gx_comm *comm);
 
 #endif

@@ -54,7 +54,18 @@ double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-void mode_dead(struct gx_comm *comm)
+/* Rank 2's killer when it dies in flight: after kill_after_ms. */
+static long kill_after_ms;
+static void *killer(void *arg)
+{
+    (void)arg;
+    struct timespec ts = { kill_after_ms / 1000, (kill_after_ms % 1000) * 1000000L };
+    nanosleep(&ts, NULL);
+    raise(SIGKILL);
+    return NULL;
+}
+
+void mode_dead(struct gx_comm *comm, long in_flight_ms)
 {
     size_t count = 1 << 20;
     float *in = calloc(count, 4), *out = calloc(count, 4);
@@ -62,8 +73,13 @@ void mode_dead(struct gx_comm *comm)
     double timeout = to ? atof(to) / 1000.0 : 30.0;
     for (int it = 0;; it++) {
         struct gx_request *req;
-        if (me == 2 && it == 5)
+        if (me == 2 && it == 5 && in_flight_ms < 0)
             raise(SIGKILL);
+        if (me == 2 && it == 5) { /* die in the middle of this one */
+            pthread_t t;
+            kill_after_ms = in_flight_ms;
+            CHECK(pthread_create(&t, NULL, killer, NULL) == 0, "pthread_create");
+        }
         double t0 = now_s();
         int rc = gx_iallreduce(comm, in, out, count, GX_FLOAT32, GX_SUM, &req);
         if (rc == GX_OK) {

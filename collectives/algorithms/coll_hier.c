@@ -1,0 +1,226 @@
+/*
+ * coll_hier.c - hierarchical all-reduce for communicators that span nodes:
+ * reduce-scatter inside each node, all-reduce of each shard among the ranks
+ * that hold it on every node (a "rail"), all-gather inside each node.
+ *
+ *   node 0: r0 r1      node 1: r2 r3          L = 2 shards (largest node)
+ *   (a) ring reduce-scatter inside the node: r0 holds shard 1, r1 shard 0
+ *       of its node's sum (the ring leaves member i with block i+1)
+ *   (b) rail all-reduce of each shard between nodes: r1 <-> r3 (shard 0),
+ *       r0 <-> r2 (shard 1), in parallel, each with the rail's algorithm
+ *       (ring or rhd, the cost model's pick: op->inner_algo)
+ *   (c) ring all-gather inside the node: every rank gets every shard
+ *
+ * Pipelining: the vector is cut into up to 4 segments (coll_hier_segments) and
+ * the three phases run per segment; a phase waits only for the previous
+ * phase of its own segment (cs_gate / cs_join), so segment k crosses the
+ * network while segment k+1 is reduced inside the node.
+ *
+ * Uneven nodes (2+1+3, or a node of one rank) are generalised: a segment is
+ * cut into L shards, L the largest node's rank count; a node of s ranks cuts
+ * its segment into s blocks of whole shards (block b holds shards
+ * [b*L/s, (b+1)*L/s)), so each rank owns one or more shards and runs one
+ * rail all-reduce per shard it owns; rails of different shards may share a
+ * rank (the one-rank node is in every rail), so each shard has its own
+ * message numbers. Every shard is reduced along one rail and then copied,
+ * so every rank ends with the same bits.
+ *
+ * Intra-node phases pass messages (the transport uses shm inside a node);
+ * the node arena (coll_shm.c) exists only for one-node communicators.
+ */
+#include <stdlib.h>
+
+#include "collectives/algorithms/algorithms.h"
+#include "collectives/comm/comm_internal.h"
+#include "common/log.h"
+
+#define HIER_ALIGN 64
+
+struct hier_layout {
+    int nodes, L;
+    int *member;  /* nodes x L: comm rank of (node, local index); -1 past a node's size */
+};
+
+static int layout_init(const struct gx_comm *c, struct hier_layout *h)
+{
+    h->nodes = c->node_count;
+    h->L = 0;
+    for (int m = 0; m < c->node_count; m++)
+        if (c->node_size[m] > h->L)
+            h->L = c->node_size[m];
+    h->member = malloc((size_t)h->nodes * (size_t)h->L * sizeof(int));
+    if (!h->member)
+        return GX_ENOMEM;
+    for (int i = 0; i < h->nodes * h->L; i++)
+        h->member[i] = -1;
+    for (int r = 0; r < c->size; r++)
+        h->member[c->rank_node[r] * h->L + c->rank_local[r]] = r;
+    return GX_OK;
+}
+
+/* First shard of block b on a node of s ranks (b = s: L). */
+static int block_first_shard(int b, int s, int L)
+{
+    return (int)((long)b * L / s);
+}
+
+/* Local index of the rank that owns shard j after the node's reduce-scatter. */
+static int shard_owner(int j, int s, int L)
+{
+    int b = 0;
+    while (block_first_shard(b + 1, s, L) <= j)
+        b++;
+    return (b - 1 + s) % s;
+}
+
+/* Block boundaries (elements) of a node of s ranks in a segment of len. */
+static void node_bounds(size_t *bounds, int s, int L, size_t len)
+{
+    for (int b = 0; b <= s; b++)
+        bounds[b] = block_off(len, L, block_first_shard(b, s, L));
+}
+
+static size_t align_up(size_t x)
+{
+    return (x + HIER_ALIGN - 1) / HIER_ALIGN * HIER_ALIGN;
+}
+
+/* Message numbers one segment needs: the node ring's (the largest over node
+ * sizes, every node numbers alike) and per shard the rail's. */
+static void segment_msgs(const struct gx_comm *c, const struct hier_layout *h, enum coll_algo rail,
+                         size_t seg_len, size_t es, size_t *bounds, uint32_t *intra,
+                         uint32_t *per_shard)
+{
+    *intra = 0;
+    for (int m = 0; m < h->nodes; m++) {
+        int s = c->node_size[m];
+        node_bounds(bounds, s, h->L, seg_len);
+        struct coll_group g = { .n = s, .bounds = bounds };
+        uint32_t k = s > 1 ? ring_group_msgs(&g, seg_len, es) : 0;
+        if (k > *intra)
+            *intra = k;
+    }
+    struct coll_group g = { .n = h->nodes };
+    *per_shard = rail == COLL_ALGO_RHD ? rhd_group_msgs(h->nodes)
+                                       : ring_group_msgs(&g, block_len(seg_len, h->L, 0), es);
+}
+
+int hier_allreduce_build(struct coll_op *op)
+{
+    const struct coll_args *a = &op->a;
+    struct gx_comm *c = op->comm;
+    size_t es = a->es, count = a->count;
+    if (count == 0)
+        return GX_OK;
+    if (c->node_count < 2 || c->node_count == c->size)
+        return ring_allreduce_build(op); /* one level only: coll_tune.c does not pick us */
+    struct hier_layout h;
+    if (layout_init(c, &h) != GX_OK) {
+        op->build_status = GX_ENOMEM;
+        return GX_OK;
+    }
+    int L = h.L, N = h.nodes, s = c->local_size, me_local = c->local_rank;
+    enum coll_algo rail = op->inner_algo == COLL_ALGO_RHD ? COLL_ALGO_RHD : COLL_ALGO_RING;
+    size_t *bounds = malloc((size_t)(L + 1) * sizeof(size_t));
+    int *rail_ranks = malloc((size_t)N * sizeof(int));
+    int rc = GX_OK;
+    if (!bounds || !rail_ranks) {
+        op->build_status = GX_ENOMEM;
+        goto out;
+    }
+    /* Segments (coll_tune.c), fewer if their messages would not fit the tag
+     * space. */
+    int K = coll_hier_segments(count * es);
+    if ((size_t)K > count)
+        K = (int)count;
+    uint32_t intra = 0, per_shard = 0;
+    for (;; K--) {
+        segment_msgs(c, &h, rail, block_len(count, K, 0), es, bounds, &intra, &per_shard);
+        uint64_t total = (uint64_t)K * ((uint64_t)intra + (uint64_t)L * per_shard);
+        if (total <= COLL_MSG_MAX)
+            break;
+        if (K == 1) { /* too many nodes for one tag space: stay flat */
+            free(bounds);
+            free(rail_ranks);
+            free(h.member);
+            return ring_allreduce_build(op);
+        }
+    }
+    uint32_t seg_msgs = intra + (uint32_t)L * per_shard;
+    /* My block of every segment: shards [j0, j1). */
+    int my_blk = (me_local + 1) % s;
+    int j0 = block_first_shard(my_blk, s, L), j1 = block_first_shard(my_blk + 1, s, L);
+
+    /* Scratch for every segment's node ring and rails, carved from one. */
+    size_t need = 0;
+    for (int k = 0; k < K; k++) {
+        size_t len = block_len(count, K, k);
+        node_bounds(bounds, s, L, len);
+        struct coll_group g = { .n = s, .bounds = bounds };
+        need += align_up(s > 1 ? ring_group_scratch(&g, len, es) : 0);
+        for (int j = j0; j < j1; j++) {
+            size_t sl = block_len(len, L, j);
+            struct coll_group gr = { .n = N };
+            need += align_up(rail == COLL_ALGO_RHD ? rhd_group_scratch(sl, es)
+                                                   : ring_group_scratch(&gr, sl, es));
+        }
+    }
+    char *scratch = cs_scratch(op, need), *next = scratch;
+    if (!scratch)
+        goto out;
+
+    char *rb = a->recvbuf;
+    const char *sb = a->sendbuf;
+    for (int k = 0; k < K; k++) {
+        size_t off = block_off(count, K, k), len = block_len(count, K, k);
+        char *rbk = rb + off * es;
+        node_bounds(bounds, s, L, len);
+        struct coll_group gn = { .n = s, .me = me_local, .ranks = &h.member[c->node_index * L],
+                                 .bounds = bounds, .msg_base = (uint32_t)k * seg_msgs,
+                                 .scratch = next };
+        if (s > 1)
+            next += align_up(ring_group_scratch(&gn, len, es));
+        /* (a) reduce-scatter inside the node. */
+        int from = op->nsteps, rs_first = from;
+        ring_rs_group(op, &gn, sb + off * es, rbk, len);
+        int rs_done = cs_join(op, from);
+        /* (b) one all-reduce per shard I own, along its rail. */
+        from = op->nsteps;
+        int rail_first = from;
+        for (int j = j0; j < j1; j++) {
+            for (int m = 0; m < N; m++)
+                rail_ranks[m] = h.member[m * L + shard_owner(j, c->node_size[m], L)];
+            size_t so = block_off(len, L, j), sl = block_len(len, L, j);
+            struct coll_group gr = { .n = N, .me = c->node_index, .ranks = rail_ranks,
+                                     .msg_base = (uint32_t)k * seg_msgs + intra +
+                                                 (uint32_t)j * per_shard,
+                                     .avg = a->op == GX_AVG, .scratch = next };
+            if (rail == COLL_ALGO_RHD) {
+                next += align_up(rhd_group_scratch(sl, es));
+                rc = rhd_allreduce_group(op, &gr, rbk + so * es, rbk + so * es, sl);
+            } else {
+                next += align_up(ring_group_scratch(&gr, sl, es));
+                rc = ring_allreduce_group(op, &gr, rbk + so * es, rbk + so * es, sl);
+            }
+            if (rc != GX_OK)
+                goto out;
+        }
+        cs_gate(op, from, rs_done);
+        int rail_done = cs_join(op, from);
+        /* (c) all-gather inside the node. */
+        from = op->nsteps;
+        ring_ag_group(op, &gn, rbk, len);
+        cs_gate(op, from, rail_done);
+        /* Step ranges (tests aim GX_FAULT at a phase with them). */
+        GX_TRACE(GX_SUB_COLL, "allreduce #%llu: hier segment %d of %d: node reduce-scatter "
+                 "steps %d-%d, rails (shards %d-%d, %s) steps %d-%d, node all-gather steps "
+                 "%d-%d", (unsigned long long)op->seq, k + 1, K, rs_first, rail_first - 1,
+                 j0, j1 - 1, rail == COLL_ALGO_RHD ? "rhd" : "ring", rail_first, from - 1,
+                 from, op->nsteps - 1);
+    }
+out:
+    free(bounds);
+    free(rail_ranks);
+    free(h.member);
+    return rc;
+}

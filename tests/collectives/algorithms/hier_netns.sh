@@ -1,0 +1,131 @@
+#!/bin/bash
+# hier_netns.sh LAYOUT PROGRAM [ARGS...] - run one gx job over network-
+# namespace "nodes": node k is namespace <tag>n<k>, joined to the others by a
+# veth pair through a bridge (itself in a namespace, so nothing is added to
+# the host's). Ranks of one node share its namespace (shm between them), tcp
+# crosses the veth links between nodes. Every rank gets GX_RANK, GX_SIZE,
+# GX_NODE_ID and the rendezvous directly, so nodes may differ in size.
+#   LAYOUT  node sizes in rank order: "2+2", "2+2+2", "4+4", "2+1+3"
+# The environment (GX_ALGO, GX_TIMEOUT, ...) passes through to every rank.
+# EXPECT=dead: PROGRAM is `coll_check dead ...`; rank 2 dies and every other
+#              rank must print DEADCHECK ok (it named rank 2 in time).
+# HIER_LOG=FILE keeps every rank's output there.
+# RAILS=2: a second bridge and a second veth per node (gxh1, its own
+#          subnet): two rails; GX_SOCKET_IFNAME defaults to "=gxh0,gxh1" so
+#          local rank i uses gxh<i mod 2>. RAIL_MIN_BYTES=B then requires
+#          every node's gxh0 and gxh1 to have sent at least B bytes;
+#          RAIL1_MAX_BYTES=B requires gxh1 to have sent at most B.
+# Default: every rank must exit 0. Needs root and iproute2; exits 77 (skip)
+# saying why when namespaces cannot be made.
+set -u
+layout=$1
+shift
+[ "$(id -u)" = 0 ] || { echo "SKIP: network namespaces need root"; exit 77; }
+command -v ip >/dev/null 2>&1 || { echo "SKIP: iproute2 (ip) not installed"; exit 77; }
+
+tag=gxhier$$
+net=10.$(( $$ % 200 + 30 )).$(( ($$ / 200) % 250 + 1 ))
+dir=$(mktemp -d /tmp/gxhier-netns.XXXXXX)
+IFS=+ read -r -a sizes <<<"$layout"
+nodes=${#sizes[@]}
+rails=${RAILS:-1}
+net1=192.168.$(( $$ % 250 + 1 ))
+cleanup() {
+    for p in $(jobs -p); do kill -9 "$p" 2>/dev/null; done
+    for ((k = 0; k < nodes; k++)); do ip netns del "${tag}n$k" 2>/dev/null; done
+    ip netns del "${tag}br" 2>/dev/null
+    ip netns del "${tag}bs" 2>/dev/null
+    rm -rf "$dir"
+}
+trap cleanup EXIT
+
+if ! ip netns add "${tag}br" 2>"$dir/err" ||
+   ! ip -n "${tag}br" link add br0 type bridge 2>>"$dir/err"; then
+    echo "SKIP: cannot create a namespace with a bridge: $(cat "$dir/err")"
+    exit 77
+fi
+ip -n "${tag}br" link set br0 up
+for ((k = 0; k < nodes; k++)); do
+    ns=${tag}n$k
+    ip netns add "$ns" &&
+    ip link add "${tag}h$k" type veth peer name "${tag}p$k" &&
+    ip link set "${tag}h$k" netns "${tag}br" &&
+    ip link set "${tag}p$k" netns "$ns" &&
+    ip -n "${tag}br" link set "${tag}h$k" master br0 &&
+    ip -n "${tag}br" link set "${tag}h$k" up &&
+    ip -n "$ns" link set "${tag}p$k" name gxh0 &&
+    ip -n "$ns" addr add "$net.$((k + 1))/24" dev gxh0 &&
+    ip -n "$ns" link set gxh0 up &&
+    ip -n "$ns" link set lo up || { echo "FAIL: namespace setup for node $k"; exit 1; }
+done
+if [ "$rails" = 2 ]; then
+    ip netns add "${tag}bs" && ip -n "${tag}bs" link add br1 type bridge &&
+        ip -n "${tag}bs" link set br1 up || { echo "FAIL: second bridge"; exit 1; }
+    for ((k = 0; k < nodes; k++)); do
+        ns=${tag}n$k
+        ip link add "${tag}i$k" type veth peer name "${tag}q$k" &&
+        ip link set "${tag}i$k" netns "${tag}bs" &&
+        ip link set "${tag}q$k" netns "$ns" &&
+        ip -n "${tag}bs" link set "${tag}i$k" master br1 &&
+        ip -n "${tag}bs" link set "${tag}i$k" up &&
+        ip -n "$ns" link set "${tag}q$k" name gxh1 &&
+        ip -n "$ns" addr add "$net1.$((k + 1))/24" dev gxh1 &&
+        ip -n "$ns" link set gxh1 up || { echo "FAIL: rail 1 setup for node $k"; exit 1; }
+    done
+    : "${GX_SOCKET_IFNAME:==gxh0,gxh1}"
+fi
+tx_bytes() { # NODE IFNAME: bytes the interface sent
+    ip -n "${tag}n$1" -s link show dev "$2" | awk '/TX:/ { getline; print $1; exit }'
+}
+
+n=0
+for s in "${sizes[@]}"; do n=$((n + s)); done
+port=$((20000 + RANDOM % 40000))
+key="gxhier-$$-$RANDOM"
+rank=0 pids=()
+for ((k = 0; k < nodes; k++)); do
+    for ((i = 0; i < sizes[k]; i++)); do
+        ip netns exec "${tag}n$k" env GX_RANK=$rank GX_SIZE=$n GX_LOCAL_RANK=$i \
+            GX_LOCAL_SIZE="${sizes[k]}" GX_MASTER_ADDR="$net.1" GX_MASTER_PORT=$port \
+            GX_JOB_KEY="$key" GX_NODE_ID="hiernode$k" GX_SOCKET_IFNAME="${GX_SOCKET_IFNAME:-gxh0}" \
+            timeout 150 "$@" >"$dir/out$rank" 2>&1 &
+        pids+=($!)
+        rank=$((rank + 1))
+    done
+done
+fails=0
+for ((r = 0; r < n; r++)); do
+    wait "${pids[r]}"
+    rc=$?
+    if [ "${EXPECT:-}" = dead ] && [ "$r" = 2 ]; then
+        continue
+    fi
+    if [ "$rc" != 0 ]; then
+        echo "rank $r exited $rc"
+        fails=$((fails + 1))
+    fi
+done
+[ -z "${HIER_LOG:-}" ] || cat "$dir"/out* >"$HIER_LOG"
+cat "$dir"/out* | grep -v ' WARN topo: ' | grep -v ' TRACE ' | tail -40
+if [ "${EXPECT:-}" = dead ]; then
+    ok=$(cat "$dir"/out* | grep -c 'DEADCHECK ok')
+    [ "$ok" = $((n - 1)) ] || { echo "FAIL: $ok of $((n - 1)) survivors named rank 2"; exit 1; }
+    echo "PASS: all $ok survivors named rank 2 (layout $layout)"
+    exit 0
+fi
+[ "$fails" = 0 ] || { echo "FAIL: $fails rank(s) failed (layout $layout)"; exit 1; }
+if [ "$rails" = 2 ]; then
+    for ((k = 0; k < nodes; k++)); do
+        b0=$(tx_bytes $k gxh0) b1=$(tx_bytes $k gxh1)
+        echo "node $k sent: gxh0 $b0 bytes, gxh1 $b1 bytes"
+        if [ -n "${RAIL_MIN_BYTES:-}" ] && { [ "$b0" -lt "$RAIL_MIN_BYTES" ] || [ "$b1" -lt "$RAIL_MIN_BYTES" ]; }; then
+            echo "FAIL: node $k did not use both rails (at least $RAIL_MIN_BYTES bytes each)"
+            exit 1
+        fi
+        if [ -n "${RAIL1_MAX_BYTES:-}" ] && [ "$b1" -gt "$RAIL1_MAX_BYTES" ]; then
+            echo "FAIL: node $k sent $b1 bytes on gxh1 (at most $RAIL1_MAX_BYTES expected)"
+            exit 1
+        fi
+    done
+fi
+echo "PASS: $n ranks on $nodes netns nodes ($layout)"
