@@ -116,6 +116,8 @@ struct dpdk_ep {
     double cwnd, ssthresh;
     uint32_t recover_psn;               /* no new window cut until snd_una passes it */
     bool in_recovery;
+    bool probed;                        /* tail loss probe sent since the last progress */
+    bool tx_blocked;                    /* the port's ring was full this round */
     uint64_t srtt_ns, rttvar_ns, rto_ns;
     uint64_t progress_ns;               /* last ACK progress (RTO base) */
     uint64_t heard_ns;                  /* last frame from the peer, or start of waiting */
@@ -125,9 +127,10 @@ struct dpdk_ep {
     uint32_t rcv_nxt, rcv_high;         /* next expected, one past the highest seen */
     uint8_t *rbits;                     /* received flags, psn % GX_DPDK_WINDOW */
     bool ack_due;
+    uint32_t unacked;                   /* segments since our last ACK */
     uint64_t err_rx;                    /* receive whose message failed the ep */
     /* counters (dpdk_ep_stats) */
-    uint64_t n_retx, n_timeouts, n_dup_rx, n_rnr, n_data_rx, n_data_tx;
+    uint64_t n_retx, n_timeouts, n_dup_rx, n_rnr, n_data_rx, n_data_tx, n_probes;
 };
 
 /* ---- dpdk_port.c -------------------------------------------------------- */
@@ -197,7 +200,7 @@ void dpdk_ep_progress(struct gx_fab_ep *ep);
 /* ---- dpdk_provider.c ---------------------------------------------------- */
 struct dpdk_tuning {
     uint64_t rto_min_ns, rto_max_ns, peer_timeout_ns, fd_check_ns;
-    uint32_t cwnd_init, cwnd_max;
+    uint32_t cwnd_init, cwnd_min, cwnd_max;
 };
 extern struct dpdk_tuning dpdk_tuning;
 struct dpdk_ep *dpdk_ep_alloc(struct dpdk_domain *dom, struct dpdk_cq *cq);

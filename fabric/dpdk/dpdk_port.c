@@ -77,6 +77,7 @@ static struct {
     struct rte_mbuf *held;
     uint64_t last_kick;
     bool restart_when_down;
+    bool started;
     uint8_t scratch[16384];
 } P = { .init_lock = PTHREAD_MUTEX_INITIALIZER, .init_rc = 1,
         .lock = RTE_SPINLOCK_RECURSIVE_INITIALIZER };
@@ -205,11 +206,16 @@ static int port_setup(void)
     rc = rte_eth_rx_queue_setup(pid, 0, nrx, (unsigned)rte_eth_dev_socket_id(pid), NULL, P.pool);
     if (rc == 0)
         rc = rte_eth_tx_queue_setup(pid, 0, ntx, (unsigned)rte_eth_dev_socket_id(pid), NULL);
-    if (rc == 0)
-        rc = rte_eth_dev_start(pid);
     if (rc < 0)
+        return gx_fail(GX_ESYSTEM, GX_SUB_FABRIC, "dpdk: setting up the queues of port %u: %s",
+                       pid, rte_strerror(-rc));
+    rc = rte_eth_dev_start(pid);
+    if (rc < 0 && !P.restart_when_down)
         return gx_fail(GX_ESYSTEM, GX_SUB_FABRIC, "dpdk: starting port %u: %s", pid,
                        rte_strerror(-rc));
+    /* A memif client whose server is not up yet fails to start: it is
+     * started again from the data path until it connects. */
+    P.started = rc == 0;
     rte_eth_promiscuous_enable(pid); /* af_packet and some vdevs; failure is harmless */
     struct rte_ether_addr mac;
     rte_eth_macaddr_get(pid, &mac);
@@ -219,6 +225,8 @@ static int port_setup(void)
 
 static void port_stop_at_exit(void)
 {
+    if (!P.started)
+        return;
     /* memif in DPDK 22.11 has crashed when a peer disconnects while the
      * queues are polled; stopping our side first (no poller left) and then
      * closing it tells the peer cleanly. */
@@ -343,6 +351,8 @@ void dpdk_port_conn_del(struct dpdk_ep *ep)
     rte_spinlock_recursive_unlock(&P.lock);
 }
 
+static void link_kick(void);
+
 /* Parse and deliver one frame; frees it unless handed to another domain. */
 static void deliver(struct dpdk_domain *dom, struct rte_mbuf *m)
 {
@@ -413,6 +423,11 @@ void dpdk_port_poll(struct dpdk_domain *dom)
     unsigned n = rte_ring_dequeue_burst(dom->ring, (void **)m, DPDK_BURST, NULL);
     for (unsigned i = 0; i < n; i++)
         deliver(dom, m[i]);
+    if (!P.started) {
+        link_kick();
+        rte_spinlock_recursive_unlock(&P.lock);
+        return;
+    }
     n = rte_eth_rx_burst(P.port_id, 0, m, DPDK_BURST);
     P.st.rx_frames += n;
     for (unsigned i = 0; i < n; i++)
@@ -438,6 +453,10 @@ static void link_kick(void)
     if (now - P.last_kick < rte_get_timer_hz() / 20)
         return;
     P.last_kick = now;
+    if (!P.started) {
+        P.started = rte_eth_dev_start(P.port_id) == 0;
+        return;
+    }
     struct rte_eth_link link;
     memset(&link, 0, sizeof(link));
     if (rte_eth_link_get_nowait(P.port_id, &link) != 0 || link.link_status)
@@ -445,14 +464,14 @@ static void link_kick(void)
     P.st.link_down++;
     if (P.restart_when_down) {
         rte_eth_dev_stop(P.port_id);
-        rte_eth_dev_start(P.port_id);
+        P.started = rte_eth_dev_start(P.port_id) == 0;
     }
 }
 
 unsigned dpdk_port_tx(struct rte_mbuf **m, unsigned n)
 {
     rte_spinlock_recursive_lock(&P.lock);
-    unsigned sent = n ? rte_eth_tx_burst(P.port_id, 0, m, (uint16_t)n) : 0;
+    unsigned sent = n && P.started ? rte_eth_tx_burst(P.port_id, 0, m, (uint16_t)n) : 0;
     P.st.tx_frames += sent;
     if (sent < n) {
         P.st.tx_full++;

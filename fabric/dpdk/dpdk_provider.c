@@ -24,28 +24,34 @@ GX_PARAM_DEFINE(gx_param_dpdk_rto_max, "GX_DPDK_RTO_MAX_US", GX_PARAM_INT, "1000
 GX_PARAM_DEFINE(gx_param_dpdk_peer_timeout, "GX_DPDK_PEER_TIMEOUT_MS", GX_PARAM_INT, "5000", NULL,
                 "The retransmit budget: a dpdk connection with data unacknowledged and no frame "
                 "from its peer for this long fails, naming the peer.");
-GX_PARAM_DEFINE(gx_param_dpdk_cwnd_init, "GX_DPDK_CWND_INIT", GX_PARAM_INT, "32", NULL,
+GX_PARAM_DEFINE(gx_param_dpdk_cwnd_init, "GX_DPDK_CWND_INIT", GX_PARAM_INT, "64", NULL,
                 "Initial congestion window of a dpdk connection, in segments.");
+GX_PARAM_DEFINE(gx_param_dpdk_cwnd_min, "GX_DPDK_CWND_MIN", GX_PARAM_INT, "64", NULL,
+                "Smallest window a loss halves (or a timeout sets) a dpdk connection's congestion "
+                "window to, in segments: random loss then costs retransmissions, not the rate.");
 
 struct dpdk_tuning dpdk_tuning;
 
 static int read_tuning(void)
 {
-    long long rto_min = 1000, rto_max = 100000, peer = 5000, cw = 32;
+    long long rto_min = 1000, rto_max = 100000, peer = 5000, cw = 64, cwmin = 64;
     if (gx_param_int(&gx_param_dpdk_rto_min, &rto_min) != GX_OK ||
         gx_param_int(&gx_param_dpdk_rto_max, &rto_max) != GX_OK ||
         gx_param_int(&gx_param_dpdk_peer_timeout, &peer) != GX_OK ||
-        gx_param_int(&gx_param_dpdk_cwnd_init, &cw) != GX_OK)
+        gx_param_int(&gx_param_dpdk_cwnd_init, &cw) != GX_OK ||
+        gx_param_int(&gx_param_dpdk_cwnd_min, &cwmin) != GX_OK)
         return GX_EINVAL;
-    if (rto_min < 10 || rto_max < rto_min || peer < 10 || cw < 1 || cw > (long long)GX_DPDK_WINDOW)
+    if (rto_min < 10 || rto_max < rto_min || peer < 10 || cw < 1 || cw > (long long)GX_DPDK_WINDOW ||
+        cwmin < 1 || cwmin > cw)
         return gx_fail(GX_EINVAL, GX_SUB_FABRIC, "dpdk: need 10 <= GX_DPDK_RTO_MIN_US <= "
                        "GX_DPDK_RTO_MAX_US, GX_DPDK_PEER_TIMEOUT_MS >= 10 and "
-                       "GX_DPDK_CWND_INIT in 1..%u", GX_DPDK_WINDOW);
+                       "1 <= GX_DPDK_CWND_MIN <= GX_DPDK_CWND_INIT <= %u", GX_DPDK_WINDOW);
     dpdk_tuning.rto_min_ns = (uint64_t)rto_min * 1000;
     dpdk_tuning.rto_max_ns = (uint64_t)rto_max * 1000;
     dpdk_tuning.peer_timeout_ns = (uint64_t)peer * 1000000;
     dpdk_tuning.fd_check_ns = 1000000;
     dpdk_tuning.cwnd_init = (uint32_t)cw;
+    dpdk_tuning.cwnd_min = (uint32_t)cwmin;
     dpdk_tuning.cwnd_max = GX_DPDK_WINDOW;
     return GX_OK;
 }
@@ -190,6 +196,15 @@ err_nomem:
 
 void dpdk_ep_free(struct dpdk_ep *ep)
 {
+    if (ep->state != EP_CONNECTING)
+        GX_INFO(GX_SUB_FABRIC, "dpdk: %s: segments sent %llu received %llu, retransmitted %llu, "
+                "timeouts %llu, probes %llu, duplicates %llu, not yet posted %llu, srtt %.1f us, rto %.1f us, "
+                "cwnd %.1f", ep->base.name, (unsigned long long)ep->n_data_tx,
+                (unsigned long long)ep->n_data_rx, (unsigned long long)ep->n_retx,
+                (unsigned long long)ep->n_timeouts, (unsigned long long)ep->n_probes,
+                (unsigned long long)ep->n_dup_rx,
+                (unsigned long long)ep->n_rnr, (double)ep->srtt_ns / 1e3,
+                (double)ep->rto_ns / 1e3, ep->cwnd);
     dpdk_port_conn_del(ep);
     gx_fab_swcq_detach(&ep->cq->sw, &ep->base, 2 * ep->depth);
     if (ep->fd >= 0)

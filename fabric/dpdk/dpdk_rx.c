@@ -19,6 +19,7 @@
 #include "fabric/dpdk/dpdk.h"
 
 #define W GX_DPDK_WINDOW
+#define ACK_EVERY 8
 
 void dpdk_ep_flush_all(struct dpdk_ep *ep, int status, int prov_err)
 {
@@ -175,6 +176,10 @@ static void rx_data(struct dpdk_ep *ep, const struct gx_dpdk_hdr *h, const uint8
     if (gx_dpdk_psn_lt(ep->rcv_high, ep->rcv_nxt))
         ep->rcv_high = ep->rcv_nxt;
     complete_rx(ep);
+    /* An ACK every ACK_EVERY segments as well as after every poll: one lost
+     * ACK then rarely leaves the sender waiting for its timer. */
+    if (++ep->unacked >= ACK_EVERY)
+        dpdk_rx_send_ack(ep);
 }
 
 void dpdk_rx_frame(struct dpdk_ep *ep, const struct gx_dpdk_hdr *h, const uint8_t *payload)
@@ -217,6 +222,8 @@ void dpdk_rx_send_ack(struct dpdk_ep *ep)
     for (size_t i = 0; i < nbits; i++)
         if (ep->rbits[(ep->rcv_nxt + 1 + (uint32_t)i) % W])
             sack[i / 8] |= (uint8_t)(1u << (i % 8));
-    if (dpdk_tx_ctrl(ep, GX_DPDK_T_ACK, 0, sack, nbytes) == GX_OK)
+    if (dpdk_tx_ctrl(ep, GX_DPDK_T_ACK, 0, sack, nbytes) == GX_OK) {
         ep->ack_due = false;
+        ep->unacked = 0;
+    }
 }

@@ -149,6 +149,19 @@ int dpdk_post_write_imm(struct gx_fab_ep *base, const void *buf, size_t len, str
 }
 
 /* ---- acknowledgements --------------------------------------------------- */
+/* RTO from the estimates; ACK progress also ends a timeout back-off. */
+static void rto_update(struct dpdk_ep *ep)
+{
+    if (!ep->srtt_ns)
+        return;
+    uint64_t rto = ep->srtt_ns + 4 * ep->rttvar_ns;
+    if (rto < dpdk_tuning.rto_min_ns)
+        rto = dpdk_tuning.rto_min_ns;
+    if (rto > dpdk_tuning.rto_max_ns)
+        rto = dpdk_tuning.rto_max_ns;
+    ep->rto_ns = rto;
+}
+
 static void rtt_sample(struct dpdk_ep *ep, uint64_t rtt)
 {
     if (!ep->srtt_ns) {
@@ -159,12 +172,6 @@ static void rtt_sample(struct dpdk_ep *ep, uint64_t rtt)
         ep->rttvar_ns = (3 * ep->rttvar_ns + d) / 4;
         ep->srtt_ns = (7 * ep->srtt_ns + rtt) / 8;
     }
-    uint64_t rto = ep->srtt_ns + 4 * ep->rttvar_ns;
-    if (rto < dpdk_tuning.rto_min_ns)
-        rto = dpdk_tuning.rto_min_ns;
-    if (rto > dpdk_tuning.rto_max_ns)
-        rto = dpdk_tuning.rto_max_ns;
-    ep->rto_ns = rto;
 }
 
 static void seg_leave(struct dpdk_ep *ep, struct dpdk_seg *s)
@@ -196,7 +203,8 @@ static void enter_recovery(struct dpdk_ep *ep)
 {
     if (ep->in_recovery)
         return;
-    ep->ssthresh = ep->cwnd / 2 < 4 ? 4 : ep->cwnd / 2;
+    double floor = dpdk_tuning.cwnd_min;
+    ep->ssthresh = ep->cwnd / 2 < floor ? floor : ep->cwnd / 2;
     ep->cwnd = ep->ssthresh;
     ep->in_recovery = true;
     ep->recover_psn = ep->snd_nxt;
@@ -221,6 +229,8 @@ void dpdk_tx_ack_in(struct dpdk_ep *ep, const struct gx_dpdk_hdr *h, const uint8
         }
         ep->snd_una = a;
         ep->progress_ns = now;
+        ep->probed = false;
+        rto_update(ep);
         if (gx_dpdk_psn_lt(ep->lost_scan, a))
             ep->lost_scan = a;
         if (ep->in_recovery && gx_dpdk_psn_le(ep->recover_psn, a))
@@ -289,17 +299,40 @@ static void on_timeout(struct dpdk_ep *ep, uint64_t now)
         }
     }
     ep->lost_scan = ep->snd_una;
-    ep->ssthresh = ep->cwnd / 2 < 4 ? 4 : ep->cwnd / 2;
-    ep->cwnd = 2;
+    double floor = dpdk_tuning.cwnd_min;
+    ep->ssthresh = ep->cwnd / 2 < floor ? floor : ep->cwnd / 2;
+    ep->cwnd = floor; /* random loss is not congestion; the back-off protects a dead link */
     ep->in_recovery = true;
     ep->recover_psn = ep->snd_nxt;
     ep->rto_ns = ep->rto_ns * 2 > dpdk_tuning.rto_max_ns ? dpdk_tuning.rto_max_ns : ep->rto_ns * 2;
     ep->progress_ns = now;
 }
 
+/* Tail loss probe: no ACK progress for about two round trips while data is
+ * out. A lost ACK or a lost last segment would otherwise wait for the full
+ * timeout; sending the newest unacknowledged segment again draws an ACK
+ * (with its SACKs) from the peer, and costs one frame when nothing was lost. */
+static void tail_probe(struct dpdk_ep *ep)
+{
+    ep->probed = true;
+    for (uint32_t p = ep->snd_nxt; p-- != ep->snd_una;) {
+        struct dpdk_seg *s = seg_at(ep, p);
+        if (s->state != SEG_INFLIGHT)
+            continue;
+        ep->inflight--;
+        s->state = SEG_LOST;
+        ep->nlost++;
+        if (gx_dpdk_psn_lt(p, ep->lost_scan))
+            ep->lost_scan = p;
+        ep->n_probes++;
+        return;
+    }
+}
+
 struct batch {
     struct rte_mbuf *m[DPDK_BURST];
     uint32_t psn[DPDK_BURST];
+    bool fresh[DPDK_BURST]; /* a new segment, not a retransmission */
     unsigned n;
 };
 
@@ -307,24 +340,32 @@ static void batch_flush(struct dpdk_ep *ep, struct batch *b)
 {
     unsigned sent = dpdk_port_tx(b->m, b->n);
     ep->n_data_tx += sent;
-    /* The port's ring was full: what did not go is sent again first, with
-     * no congestion signal. */
-    for (unsigned i = sent; i < b->n; i++) {
+    /* The port's ring was full: what did not go is taken back as if never
+     * sent (new segments rejoin the unsent tail, retransmissions stay lost),
+     * with no congestion signal. The unsent ones are the batch's tail. */
+    for (unsigned i = b->n; i-- > sent;) {
         struct dpdk_seg *s = seg_at(ep, b->psn[i]);
-        if (s->state == SEG_INFLIGHT) {
-            ep->inflight--;
+        ep->inflight--;
+        if (b->fresh[i]) {
+            s->state = SEG_FREE;
+            ep->snd_nxt = b->psn[i];
+            ep->seg_op = s->op_index;
+        } else {
             s->state = SEG_LOST;
             ep->nlost++;
+            ep->n_retx--;
             if (gx_dpdk_psn_lt(b->psn[i], ep->lost_scan))
                 ep->lost_scan = b->psn[i];
         }
     }
+    if (sent < b->n)
+        ep->tx_blocked = true;
     b->n = 0;
 }
 
 /* Transmit `psn` (new or lost); false when no packet buffer was free. */
 static bool transmit(struct dpdk_ep *ep, struct batch *b, uint32_t psn, uint64_t op_index,
-                     uint64_t now)
+                     bool fresh, uint64_t now)
 {
     struct rte_mbuf *m = data_frame(ep, psn, op_index);
     if (!m)
@@ -336,10 +377,11 @@ static bool transmit(struct dpdk_ep *ep, struct batch *b, uint32_t psn, uint64_t
     s->state = SEG_INFLIGHT;
     ep->inflight++;
     b->m[b->n] = m;
+    b->fresh[b->n] = fresh;
     b->psn[b->n++] = psn;
     if (b->n == DPDK_BURST)
         batch_flush(ep, b);
-    return true;
+    return !ep->tx_blocked;
 }
 
 void dpdk_tx_progress(struct dpdk_ep *ep)
@@ -352,6 +394,9 @@ void dpdk_tx_progress(struct dpdk_ep *ep)
         return;
     if (ep->snd_una != ep->snd_nxt && now - ep->progress_ns > ep->rto_ns)
         on_timeout(ep, now);
+    else if (ep->snd_una != ep->snd_nxt && !ep->probed && ep->srtt_ns &&
+             now - ep->progress_ns > 2 * ep->srtt_ns + dpdk_tuning.rto_min_ns / 4)
+        tail_probe(ep);
     if (ep->snd_una != ep->snd_nxt && now - ep->heard_ns > dpdk_tuning.peer_timeout_ns) {
         struct dpdk_port_stats st;
         dpdk_port_stats(&st);
@@ -366,6 +411,7 @@ void dpdk_tx_progress(struct dpdk_ep *ep)
         return;
     }
     struct batch b = { .n = 0 };
+    ep->tx_blocked = false;
     uint32_t budget = ep->cwnd > ep->inflight ? (uint32_t)ep->cwnd - ep->inflight : 0;
     /* 1. Lost segments, oldest first. */
     for (uint32_t p = ep->lost_scan; ep->nlost && budget && p != ep->snd_nxt; p++) {
@@ -375,14 +421,17 @@ void dpdk_tx_progress(struct dpdk_ep *ep)
             continue;
         ep->nlost--;
         s->state = SEG_FREE;
-        if (!transmit(ep, &b, p, s->op_index, now)) {
-            s->state = SEG_LOST;
-            ep->nlost++;
-            goto out;
-        }
         s->retx = 1;
         ep->n_retx++;
         budget--;
+        if (!transmit(ep, &b, p, s->op_index, false, now)) {
+            if (s->state == SEG_FREE) { /* no packet buffer */
+                s->state = SEG_LOST;
+                ep->nlost++;
+                ep->n_retx--;
+            }
+            goto out;
+        }
     }
     /* 2. New segments, inside the window. */
     if (ep->snd_una == ep->snd_nxt && budget) {
@@ -392,11 +441,15 @@ void dpdk_tx_progress(struct dpdk_ep *ep)
     while (budget && ep->snd_nxt != ep->psn_next && ep->snd_nxt - ep->snd_una < W) {
         while (gx_dpdk_psn_lt(ep->txops[ep->seg_op % ep->depth].last_psn, ep->snd_nxt))
             ep->seg_op++;
-        if (!transmit(ep, &b, ep->snd_nxt, ep->seg_op, now))
-            break;
-        seg_at(ep, ep->snd_nxt)->retx = 0;
+        uint32_t p = ep->snd_nxt;
+        seg_at(ep, p)->retx = 0;
         ep->snd_nxt++;
         budget--;
+        if (!transmit(ep, &b, p, ep->seg_op, true, now)) {
+            if (seg_at(ep, p)->state == SEG_FREE && !ep->tx_blocked)
+                ep->snd_nxt = p; /* no packet buffer */
+            break;
+        }
     }
 out:
     if (b.n)
