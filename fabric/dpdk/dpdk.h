@@ -103,6 +103,9 @@ struct dpdk_ep {
     struct gx_dpdk_conn_info peer_info;
     size_t peer_info_got;
     uint64_t next_fd_check_ns;
+    uint8_t side_buf[64];               /* side-channel ACK records, partly read */
+    size_t side_got;
+    uint64_t side_ack_ns;               /* when we last sent one */
     /* sender */
     struct dpdk_txop *txops;
     uint64_t tx_post, tx_done;
@@ -130,7 +133,7 @@ struct dpdk_ep {
     uint32_t unacked;                   /* segments since our last ACK */
     uint64_t err_rx;                    /* receive whose message failed the ep */
     /* counters (dpdk_ep_stats) */
-    uint64_t n_retx, n_timeouts, n_dup_rx, n_rnr, n_data_rx, n_data_tx, n_probes;
+    uint64_t n_retx, n_timeouts, n_dup_rx, n_rnr, n_data_rx, n_data_tx, n_probes, n_early;
 };
 
 /* ---- dpdk_port.c -------------------------------------------------------- */
@@ -159,6 +162,8 @@ int dpdk_port_alloc(struct rte_mbuf **m, unsigned n);
 /** Transmit; returns how many were taken (the rest are freed here). */
 unsigned dpdk_port_tx(struct rte_mbuf **m, unsigned n);
 void dpdk_port_stats(struct dpdk_port_stats *out);
+/** Send one raw frame as given (tests: malformed input). */
+int dpdk_port_send_raw(const void *frame, size_t len);
 /** Name of the port's device and driver, for probe and logs. */
 int dpdk_port_describe(char *name, size_t nlen, char *detail, size_t dlen);
 

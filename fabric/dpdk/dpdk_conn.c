@@ -304,11 +304,34 @@ int dpdk_ep_establish(struct gx_fab_ep *base)
 static void check_side_channel(struct dpdk_ep *ep, uint64_t now)
 {
     ep->next_fd_check_ns = now + dpdk_tuning.fd_check_ns;
-    char c;
-    ssize_t n = recv(ep->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
-        dpdk_ep_fail(ep, GX_EPEER, n < 0 ? errno : 0, false, "the peer closed its side channel "
-                     "(process exited or endpoint closed)");
+    for (;;) {
+        ssize_t n = recv(ep->fd, ep->side_buf + ep->side_got,
+                         sizeof(ep->side_buf) - ep->side_got, MSG_DONTWAIT);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+            dpdk_ep_fail(ep, GX_EPEER, n < 0 ? errno : 0, false, "the peer closed its side "
+                         "channel (process exited or endpoint closed)");
+            return;
+        }
+        if (n < 0)
+            return;
+        ep->side_got += (size_t)n;
+        size_t off = 0;
+        for (; ep->side_got - off >= sizeof(struct gx_dpdk_side_ack);
+             off += sizeof(struct gx_dpdk_side_ack)) {
+            struct gx_dpdk_side_ack a;
+            memcpy(&a, ep->side_buf + off, sizeof(a));
+            if (a.magic != GX_DPDK_SIDE_ACK_MAGIC) {
+                dpdk_ep_fail(ep, GX_EPROTO, 0, true, "garbage on the side channel (magic %#x)",
+                             a.magic);
+                return;
+            }
+            struct gx_dpdk_hdr h = { .ack = a.ack };
+            ep->heard_ns = now;
+            dpdk_tx_ack_in(ep, &h, NULL, 0);
+        }
+        memmove(ep->side_buf, ep->side_buf + off, ep->side_got - off);
+        ep->side_got -= off;
+    }
 }
 
 void dpdk_ep_progress(struct gx_fab_ep *base)
@@ -319,6 +342,9 @@ void dpdk_ep_progress(struct gx_fab_ep *base)
     dpdk_rx_send_ack(ep);
     dpdk_tx_progress(ep);
     uint64_t now = gx_now_ns();
+    /* Waiting for an ACK after a probe: look at the side channel now. */
+    if (ep->probed && ep->snd_una != ep->snd_nxt)
+        ep->next_fd_check_ns = 0;
     if (ep->state == EP_ESTABLISHED && now >= ep->next_fd_check_ns)
         check_side_channel(ep, now);
 }

@@ -484,6 +484,20 @@ unsigned dpdk_port_tx(struct rte_mbuf **m, unsigned n)
     return sent;
 }
 
+int dpdk_port_send_raw(const void *frame, size_t len)
+{
+    struct rte_mbuf *m;
+    if (len > (size_t)P.mtu + GX_DPDK_ETH_LEN || dpdk_port_alloc(&m, 1) != GX_OK)
+        return GX_ENOMEM;
+    char *d = rte_pktmbuf_append(m, (uint16_t)len);
+    if (!d) {
+        rte_pktmbuf_free(m);
+        return GX_ENOMEM;
+    }
+    memcpy(d, frame, len);
+    return dpdk_port_tx(&m, 1) == 1 ? GX_OK : GX_ENOMEM;
+}
+
 void dpdk_port_stats(struct dpdk_port_stats *out)
 {
     rte_spinlock_recursive_lock(&P.lock);

@@ -118,6 +118,17 @@ struct gx_dpdk_conn_info {
 };
 _Static_assert(sizeof(struct gx_dpdk_conn_info) == 36, "dpdk conn info layout");
 
+/* After set-up the side channel carries only these records, receiver to
+ * sender: the cumulative ACK of a completed message, sent reliably so that a
+ * receiver that goes idle right after its completion (no more polling) does
+ * not leave the sender retransmitting into silence when the frame ACK was
+ * lost. */
+#define GX_DPDK_SIDE_ACK_MAGIC 0x4b445847u /* "GXDK" */
+struct gx_dpdk_side_ack {
+    uint32_t magic;
+    uint32_t ack;
+};
+
 /* Why a received frame was dropped by the parser (counted per reason). */
 enum gx_dpdk_drop {
     GX_DPDK_DROP_NOT_GX = 1,   /* not IPv4/UDP to our port: someone else's traffic */

@@ -198,12 +198,12 @@ void dpdk_ep_free(struct dpdk_ep *ep)
 {
     if (ep->state != EP_CONNECTING)
         GX_INFO(GX_SUB_FABRIC, "dpdk: %s: segments sent %llu received %llu, retransmitted %llu, "
-                "timeouts %llu, probes %llu, duplicates %llu, not yet posted %llu, srtt %.1f us, rto %.1f us, "
+                "timeouts %llu, probes %llu, duplicates %llu, not yet posted %llu, early writes %llu, srtt %.1f us, rto %.1f us, "
                 "cwnd %.1f", ep->base.name, (unsigned long long)ep->n_data_tx,
                 (unsigned long long)ep->n_data_rx, (unsigned long long)ep->n_retx,
                 (unsigned long long)ep->n_timeouts, (unsigned long long)ep->n_probes,
                 (unsigned long long)ep->n_dup_rx,
-                (unsigned long long)ep->n_rnr, (double)ep->srtt_ns / 1e3,
+                (unsigned long long)ep->n_rnr, (unsigned long long)ep->n_early, (double)ep->srtt_ns / 1e3,
                 (double)ep->rto_ns / 1e3, ep->cwnd);
     dpdk_port_conn_del(ep);
     gx_fab_swcq_detach(&ep->cq->sw, &ep->base, 2 * ep->depth);

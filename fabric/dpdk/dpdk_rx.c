@@ -7,7 +7,9 @@
  *
  * A segment of a message whose receive is not posted yet is dropped (and
  * answered with an ACK, so the sender knows we are alive): the sender's
- * retransmission timer brings it again, like an RNR retry on RDMA.
+ * retransmission timer brings it again, like an RNR retry on RDMA. So is a
+ * segment of a write while an earlier message is incomplete (writes land in
+ * order).
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -20,6 +22,8 @@
 
 #define W GX_DPDK_WINDOW
 #define ACK_EVERY 8
+#define SIDE_ACK_MIN (64u << 10)
+#define SIDE_ACK_GAP_NS 200000u
 
 void dpdk_ep_flush_all(struct dpdk_ep *ep, int status, int prov_err)
 {
@@ -83,12 +87,31 @@ int dpdk_post_recv(struct gx_fab_ep *base, void *buf, size_t len, struct gx_fab_
     return GX_OK;
 }
 
+/* A message completed: ACK it at once, and on the side channel as well when
+ * it is large (the syscall is noise) or none went lately. The receiver may
+ * stop polling after this completion; the sender must still learn. */
+static void ack_completion(struct dpdk_ep *ep, uint64_t msg_len)
+{
+    dpdk_rx_send_ack(ep);
+    ep->ack_due = true;
+    dpdk_rx_send_ack(ep); /* twice: one lost frame is then not a stall */
+    uint64_t now = gx_now_ns();
+    if (msg_len < SIDE_ACK_MIN && now - ep->side_ack_ns < SIDE_ACK_GAP_NS)
+        return;
+    ep->side_ack_ns = now;
+    struct gx_dpdk_side_ack a = { .magic = GX_DPDK_SIDE_ACK_MAGIC, .ack = ep->rcv_nxt };
+    if (send(ep->fd, &a, sizeof(a), MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof(a))
+        ep->side_ack_ns = 0; /* socket full or closing: the frame ACKs stand alone */
+}
+
 static void complete_rx(struct dpdk_ep *ep)
 {
+    uint64_t last_len = 0;
+    bool any = false;
     while (ep->rx_done < ep->rx_post) {
         const struct dpdk_rxslot *r = &ep->rx[ep->rx_done % ep->depth];
         if (!r->started || gx_dpdk_psn_le(ep->rcv_nxt, r->last_psn))
-            return;
+            break;
         struct gx_fab_cqe e = { .ep = &ep->base, .status = GX_OK, .op = GX_FAB_OP_RECV,
                                 .context = r->context, .len = (size_t)r->msg_len };
         if (r->op == GX_DPDK_OP_WRITE_IMM) {
@@ -99,7 +122,11 @@ static void complete_rx(struct dpdk_ep *ep)
         }
         gx_fab_swcq_push(&ep->cq->sw, &e);
         ep->rx_done++;
+        any = true;
+        last_len = r->msg_len;
     }
+    if (any)
+        ack_completion(ep, last_len);
 }
 
 static void rx_data(struct dpdk_ep *ep, const struct gx_dpdk_hdr *h, const uint8_t *payload)
@@ -113,6 +140,14 @@ static void rx_data(struct dpdk_ep *ep, const struct gx_dpdk_hdr *h, const uint8
     uint64_t k = ep->rx_done + (uint32_t)(h->msg_seq - (uint32_t)ep->rx_done);
     if (k - ep->rx_done >= ep->rx_post - ep->rx_done) {
         ep->n_rnr++; /* its receive is not posted yet: the sender retries */
+        return;
+    }
+    /* Writes land in order of their messages, as on RDMA: a segment of a
+     * write waits (is dropped, and sent again) until every earlier message
+     * is complete, so a late segment of an earlier write to the same bytes
+     * cannot land over it. Sends land in their own receive at once. */
+    if (h->op == GX_DPDK_OP_WRITE_IMM && k != ep->rx_done) {
+        ep->n_early++;
         return;
     }
     struct dpdk_rxslot *r = &ep->rx[k % ep->depth];
