@@ -122,6 +122,9 @@ struct dpdk_ep {
     bool probed;                        /* tail loss probe sent since the last progress */
     bool tx_blocked;                    /* the port's ring was full this round */
     uint64_t srtt_ns, rttvar_ns, rto_ns;
+    double undo_cwnd, undo_ssthresh;    /* before a timeout, for the spurious-timeout undo */
+    uint32_t timeout_us;                /* our clock at the last timeout */
+    uint32_t ts_echo;                   /* ts of the newest DATA from the peer */
     uint64_t progress_ns;               /* last ACK progress (RTO base) */
     uint64_t heard_ns;                  /* last frame from the peer, or start of waiting */
     /* receiver */
@@ -133,7 +136,7 @@ struct dpdk_ep {
     uint32_t unacked;                   /* segments since our last ACK */
     uint64_t err_rx;                    /* receive whose message failed the ep */
     /* counters (dpdk_ep_stats) */
-    uint64_t n_retx, n_timeouts, n_dup_rx, n_rnr, n_data_rx, n_data_tx, n_probes, n_early;
+    uint64_t n_retx, n_timeouts, n_dup_rx, n_rnr, n_data_rx, n_data_tx, n_probes, n_early, n_spurious;
 };
 
 /* ---- dpdk_port.c -------------------------------------------------------- */

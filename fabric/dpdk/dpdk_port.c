@@ -9,6 +9,7 @@
  * to CPU 0 with every other rank of the machine.
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -197,9 +198,19 @@ static int port_setup(void)
         return gx_fail(GX_ESYSTEM, GX_SUB_FABRIC, "dpdk: configuring port %u: %s", pid,
                        rte_strerror(-rc));
     if (mtu && (rc = rte_eth_dev_set_mtu(pid, (uint16_t)mtu)) < 0) {
-        GX_WARN(GX_SUB_FABRIC, "dpdk: port %u refused MTU %lld (%s); using %u", pid, mtu,
-                rte_strerror(-rc), cur);
-        P.mtu = cur;
+        /* Some vdevs (memif) have no MTU to set but carry frames up to
+         * max_mtu in chained buffers. */
+        struct rte_eth_dev_info info;
+        memset(&info, 0, sizeof(info));
+        rte_eth_dev_info_get(pid, &info);
+        if (rc == -ENOTSUP && info.max_mtu >= mtu) {
+            GX_INFO(GX_SUB_FABRIC, "dpdk: port %u has no MTU setting; frames of up to %lld bytes "
+                    "(its limit is %u)", pid, mtu, info.max_mtu);
+        } else {
+            GX_WARN(GX_SUB_FABRIC, "dpdk: port %u refused MTU %lld (%s, max %u); using %u", pid,
+                    mtu, rte_strerror(-rc), info.max_mtu, cur);
+            P.mtu = cur;
+        }
     }
     uint16_t nrx = 1024, ntx = 1024;
     rte_eth_dev_adjust_nb_rx_tx_desc(pid, &nrx, &ntx);

@@ -13,7 +13,7 @@
  *          whatever order segments arrive in.
  *   ACK    `ack` is the next PSN the receiver expects (cumulative); the
  *          payload is a selective-ACK bitmap: bit i set means PSN ack+1+i
- *          arrived.
+ *          arrived; `ts` echoes the newest DATA segment's timestamp.
  *   CLOSE  the sender failed or closed the connection; `status` says why.
  *
  * Every frame also carries `ack` (DATA piggybacks it) and is addressed by
@@ -74,7 +74,9 @@ struct gx_dpdk_hdr {
     uint64_t tag;          /* DATA: SEND tag, or WRITE_IMM target address of byte 0 */
     uint64_t rkey_cookie;  /* DATA, WRITE_IMM: target registration cookie */
     uint32_t rkey_index;   /* DATA, WRITE_IMM: target registration index */
-    uint32_t reserved;
+    uint32_t ts;           /* DATA: sender's clock in us; ACK: the ts of the newest
+                              DATA it answers (RTT of retransmissions too, and
+                              spurious-timeout detection) */
 };
 _Static_assert(sizeof(struct gx_dpdk_hdr) == 80, "dpdk header layout");
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "dpdk wire format is little-endian");

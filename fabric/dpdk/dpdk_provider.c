@@ -17,8 +17,9 @@
 #include "common/param.h"
 #include "fabric/dpdk/dpdk.h"
 
-GX_PARAM_DEFINE(gx_param_dpdk_rto_min, "GX_DPDK_RTO_MIN_US", GX_PARAM_INT, "1000", NULL,
-                "Smallest retransmission timeout of the dpdk provider, in microseconds.");
+GX_PARAM_DEFINE(gx_param_dpdk_rto_min, "GX_DPDK_RTO_MIN_US", GX_PARAM_INT, "4000", NULL,
+                "Smallest retransmission timeout of the dpdk provider, in microseconds (lower it "
+                "where ranks own their cores; a descheduled peer looks like loss).");
 GX_PARAM_DEFINE(gx_param_dpdk_rto_max, "GX_DPDK_RTO_MAX_US", GX_PARAM_INT, "100000", NULL,
                 "Largest (backed-off) retransmission timeout of the dpdk provider, in us.");
 GX_PARAM_DEFINE(gx_param_dpdk_peer_timeout, "GX_DPDK_PEER_TIMEOUT_MS", GX_PARAM_INT, "5000", NULL,
@@ -34,7 +35,7 @@ struct dpdk_tuning dpdk_tuning;
 
 static int read_tuning(void)
 {
-    long long rto_min = 1000, rto_max = 100000, peer = 5000, cw = 64, cwmin = 64;
+    long long rto_min = 4000, rto_max = 100000, peer = 5000, cw = 64, cwmin = 64;
     if (gx_param_int(&gx_param_dpdk_rto_min, &rto_min) != GX_OK ||
         gx_param_int(&gx_param_dpdk_rto_max, &rto_max) != GX_OK ||
         gx_param_int(&gx_param_dpdk_peer_timeout, &peer) != GX_OK ||
@@ -198,10 +199,11 @@ void dpdk_ep_free(struct dpdk_ep *ep)
 {
     if (ep->state != EP_CONNECTING)
         GX_INFO(GX_SUB_FABRIC, "dpdk: %s: segments sent %llu received %llu, retransmitted %llu, "
-                "timeouts %llu, probes %llu, duplicates %llu, not yet posted %llu, early writes %llu, srtt %.1f us, rto %.1f us, "
+                "timeouts %llu (spurious %llu), probes %llu, duplicates %llu, not yet posted %llu, early writes %llu, srtt %.1f us, rto %.1f us, "
                 "cwnd %.1f", ep->base.name, (unsigned long long)ep->n_data_tx,
                 (unsigned long long)ep->n_data_rx, (unsigned long long)ep->n_retx,
-                (unsigned long long)ep->n_timeouts, (unsigned long long)ep->n_probes,
+                (unsigned long long)ep->n_timeouts, (unsigned long long)ep->n_spurious,
+                (unsigned long long)ep->n_probes,
                 (unsigned long long)ep->n_dup_rx,
                 (unsigned long long)ep->n_rnr, (unsigned long long)ep->n_early, (double)ep->srtt_ns / 1e3,
                 (double)ep->rto_ns / 1e3, ep->cwnd);

@@ -133,6 +133,7 @@ static void rx_data(struct dpdk_ep *ep, const struct gx_dpdk_hdr *h, const uint8
 {
     uint32_t p = h->psn;
     ep->ack_due = true;
+    ep->ts_echo = h->ts;
     if (gx_dpdk_psn_lt(p, ep->rcv_nxt) || p - ep->rcv_nxt >= W || ep->rbits[p % W]) {
         ep->n_dup_rx++;
         return;
@@ -257,7 +258,7 @@ void dpdk_rx_send_ack(struct dpdk_ep *ep)
     for (size_t i = 0; i < nbits; i++)
         if (ep->rbits[(ep->rcv_nxt + 1 + (uint32_t)i) % W])
             sack[i / 8] |= (uint8_t)(1u << (i % 8));
-    if (dpdk_tx_ctrl(ep, GX_DPDK_T_ACK, 0, sack, nbytes) == GX_OK) {
+    if (dpdk_tx_ctrl(ep, GX_DPDK_T_ACK, 0, sack, nbytes) == GX_OK) {  /* echoes ts_echo */
         ep->ack_due = false;
         ep->unacked = 0;
     }

@@ -21,6 +21,11 @@
 #define DUPTHRESH 3
 #define W GX_DPDK_WINDOW
 
+static inline uint32_t now_us(void)
+{
+    return (uint32_t)(gx_now_ns() / 1000);
+}
+
 static inline struct dpdk_seg *seg_at(struct dpdk_ep *ep, uint32_t psn)
 {
     return &ep->segs[psn % W];
@@ -55,6 +60,7 @@ int dpdk_tx_ctrl(struct dpdk_ep *ep, uint8_t type, int16_t status, const uint8_t
     memset(&h, 0, sizeof(h));
     h.type = type;
     h.status = status;
+    h.ts = ep->ts_echo;
     struct rte_mbuf *m = frame_alloc(ep, sack_len, &h);
     if (!m)
         return GX_ENOMEM;
@@ -81,6 +87,7 @@ static struct rte_mbuf *data_frame(struct dpdk_ep *ep, uint32_t psn, uint64_t op
     h.tag = op->tag;
     h.rkey_cookie = op->rkey_cookie;
     h.rkey_index = op->rkey_index;
+    h.ts = now_us();
     struct rte_mbuf *m = frame_alloc(ep, plen, &h);
     if (m && plen)
         memcpy(rte_pktmbuf_mtod_offset(m, uint8_t *, GX_DPDK_HDRS_LEN), op->buf + off, plen);
@@ -217,9 +224,22 @@ void dpdk_tx_ack_in(struct dpdk_ep *ep, const struct gx_dpdk_hdr *h, const uint8
     if (gx_dpdk_psn_lt(ep->snd_una, a) && gx_dpdk_psn_le(a, ep->snd_nxt)) {
         uint64_t now = gx_now_ns();
         uint32_t newly = a - ep->snd_una;
-        struct dpdk_seg *last = seg_at(ep, a - 1);
-        if (!last->retx && last->state != SEG_FREE)
-            rtt_sample(ep, now - last->sent_ns);
+        if (h->type == GX_DPDK_T_ACK && h->ts) {
+            /* The echo dates the transmission that arrived, retransmission
+             * or not. One from before our last timeout means the original
+             * got there: the timeout was spurious (a slow peer), so undo
+             * its window cut (Eifel, RFC 3522). */
+            uint32_t age = now_us() - h->ts;
+            if (age < 10u * 1000 * 1000)
+                rtt_sample(ep, (uint64_t)age * 1000);
+            if (ep->undo_cwnd > 0 && (int32_t)(h->ts - ep->timeout_us) < 0) {
+                ep->cwnd = ep->undo_cwnd;
+                ep->ssthresh = ep->undo_ssthresh;
+                ep->in_recovery = false;
+                ep->n_spurious++;
+            }
+            ep->undo_cwnd = 0;
+        }
         for (uint32_t p = ep->snd_una; p != a; p++) {
             struct dpdk_seg *s = seg_at(ep, p);
             seg_leave(ep, s);
@@ -290,6 +310,11 @@ void dpdk_tx_ack_in(struct dpdk_ep *ep, const struct gx_dpdk_hdr *h, const uint8
 static void on_timeout(struct dpdk_ep *ep, uint64_t now)
 {
     ep->n_timeouts++;
+    if (ep->undo_cwnd == 0) { /* first timeout of a series: what to restore */
+        ep->undo_cwnd = ep->cwnd;
+        ep->undo_ssthresh = ep->ssthresh;
+    }
+    ep->timeout_us = (uint32_t)(now / 1000);
     for (uint32_t p = ep->snd_una; p != ep->snd_nxt; p++) {
         struct dpdk_seg *s = seg_at(ep, p);
         if (s->state == SEG_INFLIGHT) {
