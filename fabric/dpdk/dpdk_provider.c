@@ -221,8 +221,11 @@ void dpdk_ep_free(struct dpdk_ep *ep)
 static int dpdk_probe(struct gx_fab_devinfo *devs, int max, int *count)
 {
     if (!getenv("GX_DPDK_VDEV") && !getenv("GX_DPDK_EAL_ARGS")) {
-        *count = 0; /* EAL is not started just to look: nothing names a port */
-        return GX_OK;
+        /* EAL is not started just to look when nothing names a port; say so
+         * (recorded, not logged: probing is not an error). */
+        gx_set_last_error("no port named: set GX_DPDK_VDEV to a vdev (net_memif0,role=server; "
+                          "net_af_packet0,iface=eth1) or a PCI address bound to vfio-pci");
+        return GX_EUNSUPPORTED;
     }
     int rc = dpdk_port_up(-1);
     if (rc != GX_OK)
