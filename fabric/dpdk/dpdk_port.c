@@ -78,7 +78,7 @@ static struct {
     struct rte_mbuf *held;
     uint64_t last_kick;
     bool restart_when_down;
-    bool started;
+    bool started, closed;
     uint8_t scratch[16384];
 } P = { .init_lock = PTHREAD_MUTEX_INITIALIZER, .init_rc = 1,
         .lock = RTE_SPINLOCK_RECURSIVE_INITIALIZER };
@@ -236,7 +236,12 @@ static int port_setup(void)
 
 static void port_stop_at_exit(void)
 {
-    if (!P.started)
+    rte_spinlock_recursive_lock(&P.lock);
+    bool started = P.started;
+    P.started = false;
+    P.closed = true; /* a progress thread still polling finds nothing to touch */
+    rte_spinlock_recursive_unlock(&P.lock);
+    if (!started)
         return;
     /* memif in DPDK 22.11 has crashed when a peer disconnects while the
      * queues are polled; stopping our side first (no poller left) and then
@@ -464,6 +469,8 @@ static void link_kick(void)
     if (now - P.last_kick < rte_get_timer_hz() / 20)
         return;
     P.last_kick = now;
+    if (P.closed)
+        return;
     if (!P.started) {
         P.started = rte_eth_dev_start(P.port_id) == 0;
         return;
