@@ -32,6 +32,7 @@ struct rte_ring;
 
 #define DPDK_BURST 32
 #define DPDK_MAX_CONNS 65536u /* connection-id slots per process (low 16 bits) */
+#define DPDK_PARK_MAX 2048u   /* early write segments one endpoint may hold */
 
 struct dpdk_domain {
     struct gx_fab_domain base;
@@ -133,10 +134,12 @@ struct dpdk_ep {
     uint32_t rcv_nxt, rcv_high;         /* next expected, one past the highest seen */
     uint8_t *rbits;                     /* received flags, psn % GX_DPDK_WINDOW */
     bool ack_due;
+    struct rte_mbuf **parked;           /* early write segments, DPDK_PARK_MAX */
+    uint32_t nparked;
     uint32_t unacked;                   /* segments since our last ACK */
     uint64_t err_rx;                    /* receive whose message failed the ep */
     /* counters (dpdk_ep_stats) */
-    uint64_t n_retx, n_timeouts, n_dup_rx, n_rnr, n_data_rx, n_data_tx, n_probes, n_early, n_spurious;
+    uint64_t n_retx, n_timeouts, n_dup_rx, n_rnr, n_data_rx, n_data_tx, n_probes, n_early, n_spurious, n_parked;
 };
 
 /* ---- dpdk_port.c -------------------------------------------------------- */
@@ -170,8 +173,19 @@ int dpdk_port_send_raw(const void *frame, size_t len);
 /** Name of the port's device and driver, for probe and logs. */
 int dpdk_port_describe(char *name, size_t nlen, char *detail, size_t dlen);
 
+/** Take one packet buffer out of the process's parking budget (a quarter of
+ *  the pool, so parked segments never starve the receive ring). */
+bool dpdk_port_park(void);
+/** Free a parked buffer and give its place back to the budget. */
+void dpdk_port_unpark(struct rte_mbuf *m);
+/** The gx header and payload of a frame that parsed before. */
+void dpdk_port_frame(struct rte_mbuf *m, struct gx_dpdk_hdr *h, const uint8_t **payload);
+
 /* ---- dpdk_rx.c ---------------------------------------------------------- */
-void dpdk_rx_frame(struct dpdk_ep *ep, const struct gx_dpdk_hdr *h, const uint8_t *payload);
+/** Process one frame for `ep`; true when the endpoint kept `m` (parked). */
+bool dpdk_rx_frame(struct dpdk_ep *ep, const struct gx_dpdk_hdr *h, const uint8_t *payload,
+                   struct rte_mbuf *m);
+void dpdk_rx_drop_parked(struct dpdk_ep *ep);
 /** Send the pending ACK of `ep` (if any). */
 void dpdk_rx_send_ack(struct dpdk_ep *ep);
 void dpdk_ep_fail(struct dpdk_ep *ep, int status, int prov_err, bool tell_peer, const char *fmt,

@@ -76,10 +76,12 @@ static struct {
     double p_drop, p_reorder, p_dup;
     uint64_t rng;
     struct rte_mbuf *held;
-    uint64_t last_kick;
+    uint64_t last_kick, last_start;
     bool restart_when_down;
     bool started, closed;
     uint8_t scratch[16384];
+    uint8_t replay_scratch[16384];
+    int park_budget;
 } P = { .init_lock = PTHREAD_MUTEX_INITIALIZER, .init_rc = 1,
         .lock = RTE_SPINLOCK_RECURSIVE_INITIALIZER };
 
@@ -199,6 +201,7 @@ static int port_setup(void)
     snprintf(name, sizeof(name), "gx_pool_%d", (int)getpid());
     P.pool = rte_pktmbuf_pool_create(name, (unsigned)nmbufs, 256, 0, (uint16_t)room,
                                      rte_eth_dev_socket_id(pid));
+    P.park_budget = (int)(nmbufs / 4);
     if (!P.pool)
         return gx_fail(GX_ENOMEM, GX_SUB_FABRIC, "dpdk: mempool of %lld buffers of %u bytes: %s "
                        "(raise -m in GX_DPDK_EAL_ARGS or lower GX_DPDK_MBUFS)", nmbufs, room,
@@ -239,6 +242,7 @@ static int port_setup(void)
     /* A memif client whose server is not up yet fails to start: it is
      * started again from the data path until it connects. */
     P.started = rc == 0;
+    P.last_start = rte_get_timer_cycles();
     rte_eth_promiscuous_enable(pid); /* af_packet and some vdevs; failure is harmless */
     struct rte_ether_addr mac;
     rte_eth_macaddr_get(pid, &mac);
@@ -412,10 +416,35 @@ static void deliver(struct dpdk_domain *dom, struct rte_mbuf *m)
             P.st.ring_full++;
         else
             return;
-    } else {
-        dpdk_rx_frame(s->ep, &h, payload);
+    } else if (dpdk_rx_frame(s->ep, &h, payload, m)) {
+        return; /* parked by the endpoint */
     }
     rte_pktmbuf_free(m);
+}
+
+bool dpdk_port_park(void)
+{
+    int left = __atomic_load_n(&P.park_budget, __ATOMIC_RELAXED);
+    while (left > 0)
+        if (__atomic_compare_exchange_n(&P.park_budget, &left, left - 1, false, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED))
+            return true;
+    return false;
+}
+
+void dpdk_port_unpark(struct rte_mbuf *m)
+{
+    rte_pktmbuf_free(m);
+    __atomic_add_fetch(&P.park_budget, 1, __ATOMIC_RELAXED);
+}
+
+void dpdk_port_frame(struct rte_mbuf *m, struct gx_dpdk_hdr *h, const uint8_t **payload)
+{
+    const uint8_t *f = rte_pktmbuf_mtod(m, const uint8_t *);
+    size_t len = rte_pktmbuf_pkt_len(m);
+    if (m->nb_segs > 1)
+        f = rte_pktmbuf_read(m, 0, (uint32_t)len, P.replay_scratch);
+    gx_dpdk_parse(f, len, P.udp_port, h, payload);
 }
 
 static void inject_and_deliver(struct dpdk_domain *dom, struct rte_mbuf *m)
@@ -485,6 +514,7 @@ static void link_kick(void)
         return;
     if (!P.started) {
         P.started = rte_eth_dev_start(P.port_id) == 0;
+        P.last_start = now;
         return;
     }
     struct rte_eth_link link;
@@ -492,9 +522,14 @@ static void link_kick(void)
     if (rte_eth_link_get_nowait(P.port_id, &link) != 0 || link.link_status)
         return;
     P.st.link_down++;
-    if (P.restart_when_down) {
+    /* memif connects asynchronously after a start: restarting during that
+     * handshake broke the server's control channel, and DPDK 22.11's
+     * interrupt thread panics on it. Only a link down for seconds is
+     * restarted. */
+    if (P.restart_when_down && now - P.last_start > 3 * rte_get_timer_hz()) {
         rte_eth_dev_stop(P.port_id);
         P.started = rte_eth_dev_start(P.port_id) == 0;
+        P.last_start = now;
     }
 }
 

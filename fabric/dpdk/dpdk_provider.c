@@ -157,7 +157,8 @@ struct dpdk_ep *dpdk_ep_alloc(struct dpdk_domain *dom, struct dpdk_cq *cq)
     ep->rx = calloc(ep->depth, sizeof(*ep->rx));
     ep->segs = calloc(GX_DPDK_WINDOW, sizeof(*ep->segs));
     ep->rbits = calloc(GX_DPDK_WINDOW, 1);
-    if (!ep->txops || !ep->rx || !ep->segs || !ep->rbits)
+    ep->parked = calloc(DPDK_PARK_MAX, sizeof(*ep->parked));
+    if (!ep->txops || !ep->rx || !ep->segs || !ep->rbits || !ep->parked)
         goto err_free_ep;
     ep->fd = -1;
     ep->base.ops = &dom->base.ops;
@@ -189,6 +190,7 @@ err_free_ep:
     free(ep->rx);
     free(ep->segs);
     free(ep->rbits);
+    free(ep->parked);
     free(ep);
 err_nomem:
     gx_fail(GX_ENOMEM, GX_SUB_FABRIC, "dpdk: out of memory creating an endpoint");
@@ -199,18 +201,21 @@ void dpdk_ep_free(struct dpdk_ep *ep)
 {
     if (ep->state != EP_CONNECTING)
         GX_INFO(GX_SUB_FABRIC, "dpdk: %s: segments sent %llu received %llu, retransmitted %llu, "
-                "timeouts %llu (spurious %llu), probes %llu, duplicates %llu, not yet posted %llu, early writes %llu, srtt %.1f us, rto %.1f us, "
+                "timeouts %llu (spurious %llu), probes %llu, duplicates %llu, not yet posted %llu, early writes parked %llu dropped %llu, srtt %.1f us, rto %.1f us, "
                 "cwnd %.1f", ep->base.name, (unsigned long long)ep->n_data_tx,
                 (unsigned long long)ep->n_data_rx, (unsigned long long)ep->n_retx,
                 (unsigned long long)ep->n_timeouts, (unsigned long long)ep->n_spurious,
                 (unsigned long long)ep->n_probes,
                 (unsigned long long)ep->n_dup_rx,
-                (unsigned long long)ep->n_rnr, (unsigned long long)ep->n_early, (double)ep->srtt_ns / 1e3,
+                (unsigned long long)ep->n_rnr, (unsigned long long)ep->n_parked,
+                (unsigned long long)ep->n_early, (double)ep->srtt_ns / 1e3,
                 (double)ep->rto_ns / 1e3, ep->cwnd);
     dpdk_port_conn_del(ep);
     gx_fab_swcq_detach(&ep->cq->sw, &ep->base, 2 * ep->depth);
     if (ep->fd >= 0)
         close(ep->fd);
+    dpdk_rx_drop_parked(ep);
+    free(ep->parked);
     free(ep->txops);
     free(ep->rx);
     free(ep->segs);

@@ -44,6 +44,7 @@ void dpdk_ep_flush_all(struct dpdk_ep *ep, int status, int prov_err)
     }
     ep->snd_una = ep->snd_nxt = ep->psn_next;
     ep->inflight = ep->nlost = ep->nsacked = 0;
+    dpdk_rx_drop_parked(ep);
 }
 
 void dpdk_ep_fail(struct dpdk_ep *ep, int status, int prov_err, bool tell_peer, const char *fmt,
@@ -87,6 +88,8 @@ int dpdk_post_recv(struct gx_fab_ep *base, void *buf, size_t len, struct gx_fab_
     return GX_OK;
 }
 
+static void replay_parked(struct dpdk_ep *ep);
+
 /* A message completed: ACK it at once, and on the side channel as well when
  * it is large (the syscall is noise) or none went lately. The receiver may
  * stop polling after this completion; the sender must still learn. */
@@ -123,34 +126,78 @@ static void complete_rx(struct dpdk_ep *ep)
         gx_fab_swcq_push(&ep->cq->sw, &e);
         ep->rx_done++;
         any = true;
+        if (ep->nparked)
+            replay_parked(ep);
         last_len = r->msg_len;
     }
     if (any)
         ack_completion(ep, last_len);
 }
 
-static void rx_data(struct dpdk_ep *ep, const struct gx_dpdk_hdr *h, const uint8_t *payload)
+/* Copy one write segment to its target, resolving the key again (a
+ * registration may have gone while the segment was parked). */
+static bool place_write(struct dpdk_ep *ep, const struct gx_dpdk_hdr *h, const uint8_t *payload)
+{
+    void *dst = gx_fab_mrtab_resolve(&ep->dom->mrtab, h->rkey_index, h->rkey_cookie,
+                                     h->tag + h->offset, h->len);
+    if (!dst) {
+        ep->err_rx = ep->rx_done + (uint32_t)(h->msg_seq - (uint32_t)ep->rx_done);
+        dpdk_ep_fail(ep, GX_EPROTO, 0, true, "write of %u bytes at 0x%llx (message %u) is "
+                     "outside every registration its key names (deregistered, or a forged "
+                     "key)", h->len, (unsigned long long)(h->tag + h->offset), h->msg_seq);
+        return false;
+    }
+    if (h->len)
+        memcpy(dst, payload, h->len);
+    return true;
+}
+
+/* Parked write segments of message rx_done may land now. */
+static void replay_parked(struct dpdk_ep *ep)
+{
+    for (uint32_t i = 0; i < ep->nparked && ep->state == EP_ESTABLISHED;) {
+        struct gx_dpdk_hdr h;
+        const uint8_t *payload;
+        dpdk_port_frame(ep->parked[i], &h, &payload);
+        if (h.msg_seq != (uint32_t)ep->rx_done) {
+            i++;
+            continue;
+        }
+        place_write(ep, &h, payload);
+        dpdk_port_unpark(ep->parked[i]);
+        ep->parked[i] = ep->parked[--ep->nparked];
+    }
+}
+
+void dpdk_rx_drop_parked(struct dpdk_ep *ep)
+{
+    for (uint32_t i = 0; i < ep->nparked; i++)
+        dpdk_port_unpark(ep->parked[i]);
+    ep->nparked = 0;
+}
+
+static bool rx_data(struct dpdk_ep *ep, const struct gx_dpdk_hdr *h, const uint8_t *payload,
+                    struct rte_mbuf *m)
 {
     uint32_t p = h->psn;
     ep->ack_due = true;
     ep->ts_echo = h->ts;
     if (gx_dpdk_psn_lt(p, ep->rcv_nxt) || p - ep->rcv_nxt >= W || ep->rbits[p % W]) {
         ep->n_dup_rx++;
-        return;
+        return false;
     }
     uint64_t k = ep->rx_done + (uint32_t)(h->msg_seq - (uint32_t)ep->rx_done);
     if (k - ep->rx_done >= ep->rx_post - ep->rx_done) {
         ep->n_rnr++; /* its receive is not posted yet: the sender retries */
-        return;
+        return false;
     }
     /* Writes land in order of their messages, as on RDMA: a segment of a
-     * write waits (is dropped, and sent again) until every earlier message
-     * is complete, so a late segment of an earlier write to the same bytes
-     * cannot land over it. Sends land in their own receive at once. */
-    if (h->op == GX_DPDK_OP_WRITE_IMM && k != ep->rx_done) {
-        ep->n_early++;
-        return;
-    }
+     * write waits until every earlier message is complete, so a late segment
+     * of an earlier write to the same bytes cannot land over it. It waits
+     * parked (its packet buffer kept, counted as received) while the parking
+     * budget lasts, else it is dropped and sent again. Sends land in their
+     * own receive at once. */
+    bool park = h->op == GX_DPDK_OP_WRITE_IMM && k != ep->rx_done;
     struct dpdk_rxslot *r = &ep->rx[k % ep->depth];
     if (!r->started) {
         r->started = true;
@@ -164,7 +211,7 @@ static void rx_data(struct dpdk_ep *ep, const struct gx_dpdk_hdr *h, const uint8
             dpdk_ep_fail(ep, GX_ETRUNCATE, 0, true, "message %u of %llu bytes does not fit the "
                          "posted receive of %zu bytes", h->msg_seq,
                          (unsigned long long)h->msg_len, r->len);
-            return;
+            return false;
         }
         /* A write's whole range is checked once, before any byte of it lands. */
         if (h->op == GX_DPDK_OP_WRITE_IMM &&
@@ -175,31 +222,27 @@ static void rx_data(struct dpdk_ep *ep, const struct gx_dpdk_hdr *h, const uint8
                          "outside every registration its key names (deregistered, or a forged "
                          "key)", (unsigned long long)h->msg_len, (unsigned long long)h->tag,
                          h->msg_seq);
-            return;
+            return false;
         }
     } else if (r->op != h->op || r->msg_len != h->msg_len || r->last_psn != h->last_psn) {
         ep->err_rx = k;
         dpdk_ep_fail(ep, GX_EPROTO, 0, true, "segment %u of message %u disagrees with its "
                      "message (length %llu, was %llu)", p, h->msg_seq,
                      (unsigned long long)h->msg_len, (unsigned long long)r->msg_len);
-        return;
+        return false;
     }
-    if (h->op == GX_DPDK_OP_SEND) {
+    if (park) {
+        if (!m || ep->nparked >= DPDK_PARK_MAX || !dpdk_port_park()) {
+            ep->n_early++;
+            return false;
+        }
+        ep->parked[ep->nparked++] = m;
+        ep->n_parked++;
+    } else if (h->op == GX_DPDK_OP_SEND) {
         if (h->len)
             memcpy(r->buf + h->offset, payload, h->len);
-    } else {
-        void *dst = gx_fab_mrtab_resolve(&ep->dom->mrtab, h->rkey_index, h->rkey_cookie,
-                                         h->tag + h->offset, h->len);
-        if (!dst) {
-            ep->err_rx = k;
-            dpdk_ep_fail(ep, GX_EPROTO, 0, true, "write of %u bytes at 0x%llx (message %u) is "
-                         "outside every registration its key names (deregistered, or a "
-                         "forged key)", h->len, (unsigned long long)(h->tag + h->offset),
-                         h->msg_seq);
-            return;
-        }
-        if (h->len)
-            memcpy(dst, payload, h->len);
+    } else if (!place_write(ep, h, payload)) {
+        return false;
     }
     ep->n_data_rx++;
     ep->rbits[p % W] = 1;
@@ -216,12 +259,14 @@ static void rx_data(struct dpdk_ep *ep, const struct gx_dpdk_hdr *h, const uint8
      * ACK then rarely leaves the sender waiting for its timer. */
     if (++ep->unacked >= ACK_EVERY)
         dpdk_rx_send_ack(ep);
+    return park;
 }
 
-void dpdk_rx_frame(struct dpdk_ep *ep, const struct gx_dpdk_hdr *h, const uint8_t *payload)
+bool dpdk_rx_frame(struct dpdk_ep *ep, const struct gx_dpdk_hdr *h, const uint8_t *payload,
+                   struct rte_mbuf *m)
 {
     if (ep->state != EP_ESTABLISHED)
-        return;
+        return false;
     ep->heard_ns = gx_now_ns();
     switch (h->type) {
     case GX_DPDK_T_ACK:
@@ -229,8 +274,7 @@ void dpdk_rx_frame(struct dpdk_ep *ep, const struct gx_dpdk_hdr *h, const uint8_
         break;
     case GX_DPDK_T_DATA:
         dpdk_tx_ack_in(ep, h, NULL, 0);
-        rx_data(ep, h, payload);
-        break;
+        return rx_data(ep, h, payload, m);
     case GX_DPDK_T_CLOSE:
         if (h->status == 0)
             dpdk_ep_fail(ep, GX_EPEER, 0, false, "the peer closed the connection");
@@ -241,6 +285,7 @@ void dpdk_rx_frame(struct dpdk_ep *ep, const struct gx_dpdk_hdr *h, const uint8_
     default:
         break;
     }
+    return false;
 }
 
 void dpdk_rx_send_ack(struct dpdk_ep *ep)
