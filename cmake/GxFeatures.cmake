@@ -39,6 +39,9 @@ endif()
 gx_feature_decide(DPDK "${DPDK_FOUND}"
   "libdpdk ${DPDK_VERSION} found with pkg-config"
   "libdpdk not found with pkg-config (apt-get install dpdk-dev)")
+if(GX_HAVE_DPDK)
+  list(APPEND GX_LINK_LIBS PkgConfig::DPDK)
+endif()
 
 # hwloc
 if(NOT GX_WITH_HWLOC STREQUAL "OFF" AND PKG_CONFIG_FOUND)

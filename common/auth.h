@@ -23,6 +23,7 @@ enum gx_auth_purpose {
     GX_AUTH_TCP_DATA = 3,        /* tcp provider data stream */
     GX_AUTH_SHM_DATA = 4,        /* shm provider unix-socket handover */
     GX_AUTH_VERBS_CM = 5,        /* verbs provider side channel (QP exchange) */
+    GX_AUTH_DPDK_CM = 6,         /* dpdk provider side channel (address exchange, liveness) */
     GX_AUTH_TEST = 99,
 };
 

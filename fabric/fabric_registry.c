@@ -16,6 +16,9 @@
 #if GX_HAVE_VERBS
 extern const struct gx_fab_provider gx_fab_verbs_provider; /* fabric/verbs/ */
 #endif
+#if GX_HAVE_DPDK
+extern const struct gx_fab_provider gx_fab_dpdk_provider; /* fabric/dpdk/ */
+#endif
 
 GX_PARAM_DEFINE(gx_param_fab_queue_depth, "GX_FAB_QUEUE_DEPTH", GX_PARAM_INT, "4096", NULL,
                 "Outstanding operations per endpoint queue (sends+writes, and receives) "
@@ -32,6 +35,9 @@ static const struct gx_fab_provider *const builtin[] = {
     &gx_fab_tcp_provider,
 #if GX_HAVE_VERBS
     &gx_fab_verbs_provider,
+#endif
+#if GX_HAVE_DPDK
+    &gx_fab_dpdk_provider,
 #endif
 };
 #define NBUILTIN (sizeof(builtin) / sizeof(builtin[0]))

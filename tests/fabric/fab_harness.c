@@ -2,6 +2,8 @@
 #include "fab_harness.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
@@ -109,10 +111,29 @@ struct gx_fab_cqe fab_wait1(struct fab_ctx *c, int timeout_ms)
     return e;
 }
 
+/* FAB_NETNS="nsA;nsB": rank r runs in the r-th named network namespace
+ * (ip netns), so two ranks are two nodes joined by a veth pair. */
+static void enter_netns(int rank)
+{
+    const char *list = getenv("FAB_NETNS");
+    if (!list || !*list)
+        return;
+    const char *s = list;
+    for (int i = 0; i < rank && s; i++)
+        s = strchr(s, ';') ? strchr(s, ';') + 1 : NULL;
+    FAB_CHECK(s && *s, "FAB_NETNS=%s names no namespace for rank %d", list, rank);
+    char path[256];
+    snprintf(path, sizeof(path), "/run/netns/%.*s", (int)strcspn(s, ";"), s);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    FAB_CHECK(fd >= 0 && setns(fd, CLONE_NEWNET) == 0, "entering %s: %s", path, strerror(errno));
+    close(fd);
+}
+
 static int child_main(const char *provider, int rank, int nranks, int fd, const char *job_key,
                       fab_test_fn fn)
 {
     fab_cur_rank = rank;
+    enter_netns(rank);
     gx_log_set_rank(rank);
     struct fab_ctx c = { .provider = provider, .rank = rank, .nranks = nranks, .ctl_fd = fd };
     c.prov = gx_fab_provider_find(provider);

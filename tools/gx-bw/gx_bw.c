@@ -3,7 +3,7 @@
  * the manner of perftest's ib_write_bw / ib_write_lat.
  *
  *   gx-bw [-p PORT]                                   server: waits for a client
- *   gx-bw [--provider shm|tcp] [-s SIZE | -a] [-n N] [--lat] [--json] HOST
+ *   gx-bw [--provider shm|tcp|verbs|dpdk] [-s SIZE | -a] [-n N] [--lat] [--json] HOST
  *
  * The client sends the plan (provider, sizes, iterations, mode) over a plain
  * TCP control socket, both sides open the provider, exchange their cards
@@ -288,7 +288,7 @@ static void usage(void)
 {
     fprintf(stderr,
             "usage: gx-bw [-p PORT]                      (server)\n"
-            "       gx-bw [--provider shm|tcp] [-s SIZE | -a] [-n ITERS] [--lat] [--json]\n"
+            "       gx-bw [--provider shm|tcp|verbs|dpdk] [-s SIZE | -a] [-n ITERS] [--lat] [--json]\n"
             "             [-p PORT] HOST                 (client)\n"
             "       gx-run -n 2 gx-bw [options]          (rank 0 serves, rank 1 measures)\n"
             "  --provider P   fabric provider (built: %s; default tcp)\n"
@@ -298,7 +298,8 @@ static void usage(void)
             "  --lat          one-way latency of write-with-imm ping-pong, in microseconds\n"
             "  --json         machine-readable output\n"
             "  -p, --port N   control port (default %d)\n"
-            "The job key comes from GX_JOB_KEY (default \"gx-bw\").\n",
+            "The job key comes from GX_JOB_KEY (default \"gx-bw\"). dpdk: each side's port\n"
+            "comes from GX_DPDK_VDEV (under gx-run a ';' list indexed by rank; docs/dpdk.md).\n",
             gx_fab_provider_names(), DEFAULT_PORT);
 }
 
