@@ -1,0 +1,326 @@
+"""backend - the torch.distributed backend "gx": a Python ProcessGroup over libgx.
+
+`import gx_torch` registers it; then `dist.init_process_group("gx")` under
+torchrun, gx-run, Slurm or mpirun (any init_method torch accepts). Works on
+torch 1.13 (Debian's python3-torch) and 2.x through the documented
+register_backend(name, creator(store, rank, size, timeout)) hook.
+
+Bootstrap: through torch's store, not gx's environment. Group rank 0 listens
+on an ephemeral port (all interfaces), and publishes "host port job-key" under
+the group's store prefix; every rank then calls gx_comm_init() with
+init_method tcp://host:port, its group rank and size, and that job key. So
+MASTER_PORT stays torch's, nothing else needs a fixed port, and every group
+(new_group included) gets its own gx communicator. The host published is
+GX_MASTER_ADDR, else MASTER_ADDR, else this host's name.
+
+Work: each call issues gx's non-blocking operation (in the caller's thread,
+so every rank issues in program order) and returns a GxWork; one completion
+thread per group waits for the requests in issue order (ctypes drops the GIL
+while gx waits), copies staged results out, and completes the work's
+torch.futures.Future, with the result tensors or a RuntimeError that names
+the group, the operation and gx's message (e.g. which rank died).
+"""
+
+import atexit
+import ctypes
+import datetime
+import os
+import queue
+import secrets
+import socket
+import threading
+import weakref
+
+import torch
+import torch.distributed as dist
+
+from . import _libgx as gx
+from ._ops import Op, CollectiveIssuer
+
+BACKEND_NAME = "gx"
+_BOOT_KEY = "gx_torch/boot"
+
+
+class GxWork(dist._Work):
+    """A gx operation in flight: wait(), is_completed(), get_future(), result()."""
+
+    def __init__(self, pg, op):
+        super().__init__()
+        self._pg = weakref.ref(pg)
+        self._op = op
+        self._event = threading.Event()
+        self._fut = torch.futures.Future()
+        self._error = None
+
+    def _complete(self, error):
+        self._error = error
+        self._event.set()
+        if error is None:
+            self._fut.set_result(self._op.result)
+        else:
+            self._fut.set_exception(error)
+        self._op.release()
+
+    def is_completed(self):
+        return self._event.is_set()
+
+    def is_success(self):
+        return self._event.is_set() and self._error is None
+
+    def exception(self):
+        return self._error
+
+    def wait(self, timeout=None):
+        secs = None
+        if isinstance(timeout, datetime.timedelta) and timeout.total_seconds() > 0:
+            secs = timeout.total_seconds()
+        elif secs is None:
+            pg = self._pg()
+            secs = pg._timeout_s if pg is not None else None
+        if not self._event.wait(secs):
+            raise RuntimeError(f"gx {self._op.what}: not complete after {secs:.0f} s "
+                               "(wait timeout)")
+        if self._error is not None:
+            raise self._error
+        return True
+
+    def get_future(self):
+        return self._fut
+
+    def result(self):
+        self.wait()
+        return self._op.result
+
+    def synchronize(self):
+        self.wait()
+
+
+class _Completer:
+    """One thread per group: waits for each issued operation, in order."""
+
+    def __init__(self, lib, name, timeout_ms):
+        self._lib = lib
+        self._timeout_ms = timeout_ms
+        self._queue = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name=f"gx-torch-{name}", daemon=True)
+        self._thread.start()
+
+    def submit(self, work):
+        self._queue.put(work)
+
+    def stop(self):
+        self._queue.put(None)
+        self._thread.join()
+
+    def _run(self):
+        lib = self._lib
+        while True:
+            work = self._queue.get()
+            if work is None:
+                return
+            op = work._op
+            error = None
+            try:
+                for i, req in enumerate(op.reqs):
+                    if error is None:
+                        rc = lib.gx_wait(req, self._timeout_ms)
+                        if rc != 0:
+                            error = op.error(gx.last_error_text(lib, rc))
+                        else:
+                            error = op.after_wait(i, req)
+                    lib.gx_request_free(req)  # waits for a request still in flight
+                op.reqs = []
+                if error is None:
+                    op.finish()
+            except BaseException as e:  # a bad copy-out must still complete the work
+                error = e if isinstance(e, RuntimeError) else RuntimeError(f"gx {op.what}: {e}")
+            work._complete(error)
+
+
+class _Comm:
+    """What outlives the ProcessGroup object until teardown: handle and thread."""
+
+    def __init__(self, lib, handle, completer, name):
+        self.lib, self.handle, self.completer, self.name = lib, handle, completer, name
+
+    def teardown(self):
+        if not self.handle:
+            return
+        self.completer.stop()
+        buf = ctypes.create_string_buffer(512)
+        healthy = self.lib.gx_comm_get_async_error(self.handle, buf, len(buf)) == 0
+        if healthy:
+            self.lib.gx_comm_finalize(self.handle)  # a failure here only delays exit
+        self.lib.gx_comm_destroy(self.handle)
+        self.handle = None
+
+
+def _master_host():
+    for var in ("GX_MASTER_ADDR", "MASTER_ADDR"):
+        if os.environ.get(var):
+            return os.environ[var]
+    return socket.gethostname()
+
+
+def _listen_ephemeral(host):
+    """A listening socket on every interface, family of `host`; (sock, port)."""
+    fam = socket.AF_INET
+    try:
+        fam = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)[0][0]
+    except OSError:
+        pass
+    s = socket.socket(fam, socket.SOCK_STREAM)
+    s.bind(("::" if fam == socket.AF_INET6 else "0.0.0.0", 0))
+    s.listen(1024)
+    return s, s.getsockname()[1]
+
+
+_env_lock = threading.Lock()
+
+
+def _gx_init(lib, store, rank, size, timeout_ms, name):
+    """gx_comm_init() for this group, rendezvous advertised through `store`."""
+    sock = None
+    if rank == 0:
+        host = _master_host()
+        sock, port = _listen_ephemeral(host)
+        store.set(_BOOT_KEY, f"{host} {port} {secrets.token_hex(16)}")
+    text = store.get(_BOOT_KEY).decode()
+    host, port, key = text.rsplit(" ", 2)
+    url = f"tcp://[{host}]:{port}" if ":" in host and not host.startswith("[") else \
+        f"tcp://{host}:{port}"
+    cfg = gx.GxConfig.init()
+    cfg.init_method = url.encode()
+    cfg.rank, cfg.world_size = rank, size
+    cfg.job_key = key.encode()
+    cfg.init_timeout_ms = cfg.op_timeout_ms = timeout_ms
+    cfg.name = name.encode()
+    handle = ctypes.c_void_p()
+    # GX_BOOT_LISTEN_FD hands rank 0 its listener (gx-run's own, if inherited,
+    # is for gx_comm_init_env and must not be taken here).
+    with _env_lock:
+        saved = os.environ.pop("GX_BOOT_LISTEN_FD", None)
+        if sock is not None:
+            os.environ["GX_BOOT_LISTEN_FD"] = str(sock.detach())  # gx closes it
+        try:
+            rc = lib.gx_comm_init(ctypes.byref(cfg), ctypes.byref(handle))
+        finally:
+            os.environ.pop("GX_BOOT_LISTEN_FD", None)
+            if saved is not None:
+                os.environ["GX_BOOT_LISTEN_FD"] = saved
+    if rc != 0:
+        raise RuntimeError(f"gx backend: rank {rank} of {size} could not join group '{name}' "
+                           f"at {url}: {gx.last_error_text(lib, rc)}")
+    return handle
+
+
+class ProcessGroupGx(dist.ProcessGroup):
+    """torch.distributed process group whose collectives run over gx (CPU tensors)."""
+
+    def __init__(self, store, rank, size, timeout, group_name="default"):
+        super().__init__(rank, size)
+        self._lib = gx.load_library()
+        ms = int(timeout.total_seconds() * 1000) if timeout else 0
+        ms = max(1000, min(ms, 7 * 86400 * 1000)) if ms > 0 else 1800 * 1000
+        self._timeout_s = ms / 1000.0
+        self._group = f"torch:{group_name}"
+        handle = _gx_init(self._lib, store, rank, size, ms, self._group)
+        completer = _Completer(self._lib, group_name, ms)
+        self._comm = _Comm(self._lib, handle, completer, self._group)
+        self._issue = CollectiveIssuer(self._lib, handle, rank, size, self._group)
+        weakref.finalize(self, self._comm.teardown)
+        atexit.register(self._comm.teardown)
+
+    # -- plumbing -------------------------------------------------------------
+    def _launch(self, op):
+        work = GxWork(self, op)
+        self._comm.completer.submit(work)
+        return work
+
+    def getBackendName(self):
+        return BACKEND_NAME
+
+    def name(self):
+        return BACKEND_NAME
+
+    def _get_backend_name(self):
+        return BACKEND_NAME
+
+    def shutdown(self):
+        """Finalize and release the gx communicator now (collective)."""
+        self._comm.teardown()
+
+    # -- collectives (signatures as torch.distributed calls them) -------------
+    def allreduce(self, tensors, opts=None):
+        op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
+        return self._launch(self._issue.allreduce(tensors, op))
+
+    def allreduce_coalesced(self, tensors, opts=None):
+        op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
+        return self._launch(self._issue.allreduce(tensors, op, coalesced=True))
+
+    def broadcast(self, tensors, opts=None):
+        root = opts.rootRank if opts is not None else 0
+        return self._launch(self._issue.broadcast(tensors, root))
+
+    def reduce(self, tensors, opts=None):
+        op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
+        return self._launch(self._issue.reduce(tensors, op, opts.rootRank if opts else 0))
+
+    def allgather(self, output_lists, input_tensors, opts=None):
+        return self._launch(self._issue.allgather(output_lists, input_tensors))
+
+    def _allgather_base(self, output, input, opts=None):
+        return self._launch(self._issue.allgather_base(output, input))
+
+    def allgather_coalesced(self, output_lists, input_list, opts=None):
+        return self._launch(self._issue.allgather_coalesced(output_lists, input_list))
+
+    def reduce_scatter(self, outputs, input_lists, opts=None):
+        op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
+        return self._launch(self._issue.reduce_scatter(outputs, input_lists, op))
+
+    def _reduce_scatter_base(self, output, input, opts=None):
+        op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
+        return self._launch(self._issue.reduce_scatter_base(output, input, op))
+
+    def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
+        return self._launch(self._issue.alltoall_base(output, input, output_split_sizes,
+                                                      input_split_sizes))
+
+    def alltoall(self, outputs, inputs, opts=None):
+        return self._launch(self._issue.alltoall(outputs, inputs))
+
+    def gather(self, output_lists, input_tensors, opts=None):
+        return self._launch(self._issue.gather(output_lists, input_tensors,
+                                               opts.rootRank if opts else 0))
+
+    def scatter(self, outputs, input_lists, opts=None):
+        return self._launch(self._issue.scatter(outputs, input_lists,
+                                                opts.rootRank if opts else 0))
+
+    def barrier(self, opts=None):
+        return self._launch(self._issue.barrier())
+
+    def send(self, tensors, dst, tag=0):
+        return self._launch(self._issue.send(tensors, dst, tag))
+
+    def recv(self, tensors, src, tag=0):
+        return self._launch(self._issue.recv(tensors, src, tag))
+
+    def recv_anysource(self, tensors, tag=0):
+        raise RuntimeError("gx backend: recv from any source is not supported; give src=")
+
+
+def _create(store, rank, size, timeout):
+    return ProcessGroupGx(store, rank, size, timeout)
+
+
+def register():
+    """Register "gx" with torch.distributed (idempotent; done by import gx_torch)."""
+    if BACKEND_NAME.upper() in getattr(dist.Backend, "_plugins", {}):
+        return
+    dist.Backend.register_backend(BACKEND_NAME, _create)
+
+
+__all__ = ["ProcessGroupGx", "GxWork", "register", "Op"]
