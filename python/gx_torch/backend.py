@@ -22,8 +22,9 @@ the group, the operation and gx's message (e.g. which rank died).
 """
 
 import atexit
-import ctypes
+import collections
 import datetime
+import ctypes
 import os
 import queue
 import secrets
@@ -41,58 +42,70 @@ BACKEND_NAME = "gx"
 _BOOT_KEY = "gx_torch/boot"
 
 
-class GxWork(dist._Work):
-    """A gx operation in flight: wait(), is_completed(), get_future(), result()."""
+def _unwrap(fut):
+    return fut.value()  # re-raises what set_exception() stored
 
-    def __init__(self, pg, op):
-        super().__init__()
-        self._pg = weakref.ref(pg)
-        self._op = op
-        self._event = threading.Event()
-        self._fut = torch.futures.Future()
-        self._error = None
 
-    def _complete(self, error):
-        self._error = error
-        self._event.set()
+class _Pending:
+    """An issued operation, its futures and completion flag.
+
+    torch.futures.Future.set_exception() stores the exception as the value
+    and raises only for Python readers; C++ readers (DDP's reducer) would
+    take it for a result. So the future handed out is src.then(_unwrap):
+    when _unwrap raises, torch marks that future failed for every reader."""
+
+    def __init__(self, op):
+        self.op = op
+        self.src = torch.futures.Future()
+        self.out = self.src.then(_unwrap)
+        self.event = threading.Event()
+        self.error = None
+
+    def complete(self, error):
+        self.error = error  # before the futures: their callbacks may ask is_success()
         if error is None:
-            self._fut.set_result(self._op.result)
+            self.src.set_result(self.op.result)
         else:
-            self._fut.set_exception(error)
-        self._op.release()
+            self.src.set_exception(error)
+        self.op.release()
+        self.event.set()
 
-    def is_completed(self):
-        return self._event.is_set()
 
-    def is_success(self):
-        return self._event.is_set() and self._error is None
+class GxWork(dist._Work):
+    """What a gx_torch call returns: wait() raises the operation's error,
+    get_future() gives its torch Future (the result tensors, or the error)."""
 
-    def exception(self):
-        return self._error
+    def __init__(self, pending, timeout_s):
+        super().__init__()
+        self._pending = pending
+        self._timeout_s = timeout_s
 
     def wait(self, timeout=None):
-        secs = None
+        secs = self._timeout_s + 5  # gx's own deadline fires first
         if isinstance(timeout, datetime.timedelta) and timeout.total_seconds() > 0:
             secs = timeout.total_seconds()
-        elif secs is None:
-            pg = self._pg()
-            secs = pg._timeout_s if pg is not None else None
-        if not self._event.wait(secs):
-            raise RuntimeError(f"gx {self._op.what}: not complete after {secs:.0f} s "
-                               "(wait timeout)")
-        if self._error is not None:
-            raise self._error
+        p = self._pending
+        if not p.event.wait(secs):
+            raise RuntimeError(f"gx {p.op.what}: not complete after {secs:.0f} s")
+        if p.error is not None:
+            raise p.error
         return True
 
+    def is_completed(self):
+        return self._pending.event.is_set() or self._pending.out.done()
+
+    def is_success(self):
+        return self.is_completed() and self._pending.error is None
+
     def get_future(self):
-        return self._fut
+        return self._pending.out
 
     def result(self):
         self.wait()
-        return self._op.result
+        return self._pending.op.result
 
     def synchronize(self):
-        self.wait()
+        pass  # CPU tensors: nothing to order against
 
 
 class _Completer:
@@ -118,7 +131,7 @@ class _Completer:
             work = self._queue.get()
             if work is None:
                 return
-            op = work._op
+            op = work.op
             error = None
             try:
                 for i, req in enumerate(op.reqs):
@@ -134,7 +147,7 @@ class _Completer:
                     op.finish()
             except BaseException as e:  # a bad copy-out must still complete the work
                 error = e if isinstance(e, RuntimeError) else RuntimeError(f"gx {op.what}: {e}")
-            work._complete(error)
+            work.complete(error)
 
 
 class _Comm:
@@ -223,6 +236,7 @@ class ProcessGroupGx(dist.ProcessGroup):
         ms = int(timeout.total_seconds() * 1000) if timeout else 0
         ms = max(1000, min(ms, 7 * 86400 * 1000)) if ms > 0 else 1800 * 1000
         self._timeout_s = ms / 1000.0
+        self._recent = collections.deque(maxlen=4096)
         self._group = f"torch:{group_name}"
         handle = _gx_init(self._lib, store, rank, size, ms, self._group)
         completer = _Completer(self._lib, group_name, ms)
@@ -233,8 +247,13 @@ class ProcessGroupGx(dist.ProcessGroup):
 
     # -- plumbing -------------------------------------------------------------
     def _launch(self, op):
-        work = GxWork(self, op)
-        self._comm.completer.submit(work)
+        pending = _Pending(op)
+        work = GxWork(pending, self._timeout_s)
+        # A Python Work lives as long as Python holds it, not C++: keep the
+        # recent ones so C++ callers that keep theirs between calls (DDP,
+        # _broadcast_coalesced) still reach wait() and get_future().
+        self._recent.append(work)
+        self._comm.completer.submit(pending)
         return work
 
     def getBackendName(self):
