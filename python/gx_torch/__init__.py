@@ -24,7 +24,8 @@ from ._libgx import (GX_INT8, GX_UINT8, GX_INT32, GX_UINT32, GX_INT64, GX_UINT64
                      library_path)
 
 __all__ = ["GxError", "Communicator", "HookState", "allreduce_hook", "fp16_compress_hook",
-           "load_library", "library_path", "ProcessGroupGx", "BACKEND_NAME"]
+           "load_library", "library_path", "ProcessGroupGx", "BACKEND_NAME",
+           "launcher_rank_size"]
 
 BACKEND_NAME = "gx"
 
@@ -35,10 +36,10 @@ except ImportError:
     _HAVE_DIST = False
 
 if _HAVE_DIST:
-    from .backend import ProcessGroupGx, register as _register
+    from .backend import ProcessGroupGx, launcher_rank_size, register as _register
     _register()
 else:
-    ProcessGroupGx = None
+    ProcessGroupGx = launcher_rank_size = None
 
 
 def _torch_dtype_map():

@@ -331,6 +331,25 @@ class ProcessGroupGx(dist.ProcessGroup):
         raise RuntimeError("gx backend: recv from any source is not supported; give src=")
 
 
+# Launchers, innermost first, as gx_comm_init_env() reads them (comm_env.c):
+# under mpirun inside a Slurm allocation, Open MPI's rank wins.
+_LAUNCHERS = [("gx-run", "GX_RANK", "GX_SIZE"), ("torchrun", "RANK", "WORLD_SIZE"),
+              ("Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
+              ("MPICH", "PMI_RANK", "PMI_SIZE"), ("Slurm", "SLURM_PROCID", "SLURM_NTASKS")]
+
+
+def launcher_rank_size():
+    """(rank, world_size, launcher) from the launcher that started this process,
+    for init_process_group() under mpirun or srun, which set no RANK/WORLD_SIZE."""
+    for name, rank_var, size_var in _LAUNCHERS:
+        if os.environ.get(rank_var):
+            if not os.environ.get(size_var):
+                raise RuntimeError(f"{rank_var} is set but {size_var} is not")
+            return int(os.environ[rank_var]), int(os.environ[size_var]), name
+    raise RuntimeError("no launcher variables (GX_RANK, RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, "
+                       "SLURM_PROCID): start under gx-run, torchrun, mpirun or srun")
+
+
 def _create(store, rank, size, timeout):
     return ProcessGroupGx(store, rank, size, timeout)
 
@@ -342,4 +361,4 @@ def register():
     dist.Backend.register_backend(BACKEND_NAME, _create)
 
 
-__all__ = ["ProcessGroupGx", "GxWork", "register", "Op"]
+__all__ = ["ProcessGroupGx", "GxWork", "register", "launcher_rank_size"]

@@ -47,5 +47,16 @@ torchrun) # torchrun with a fixed --master_port, nothing gx-specific set
     grep -v 'OMP_NUM_THREADS\|^\*\*\*' "$TMP/out"
     [ $rc -eq 0 ] || { echo "FAIL: torchrun exited $rc"; exit 1; }
     [ "$(grep -c 'PASS rank' "$TMP/out")" -eq "$1" ] || { echo "FAIL: expected $1 PASS lines"; exit 1; } ;;
+mpirun) # Open MPI's mpirun inside a Slurm allocation (SLURM_PROCID=0 in every rank)
+    command -v mpirun >/dev/null || { echo "SKIP: no mpirun (apt-get install openmpi-bin)"; exit 77; }
+    port=$(free_port)
+    env -u RANK -u WORLD_SIZE -u GX_RANK -u GX_SIZE -u GX_MASTER_PORT timeout 100 \
+        mpirun --allow-run-as-root --oversubscribe -np "$1" -x GX_LIBRARY -x PYTHONPATH \
+        -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT="$port" -x SLURM_PROCID=0 -x SLURM_NTASKS=1 \
+        $PY "$HERE/mpirun_check.py" >"$TMP/out" 2>&1
+    rc=$?
+    grep -v ' WARN ' "$TMP/out"
+    [ $rc -eq 0 ] || { echo "FAIL: mpirun exited $rc"; exit 1; }
+    [ "$(grep -c '^PASS rank' "$TMP/out")" -eq "$1" ] || { echo "FAIL: expected $1 PASS lines"; exit 1; } ;;
 *) echo "unknown case $CASE"; exit 2 ;;
 esac
