@@ -206,6 +206,24 @@ def test_p2p_async_objects():
     chained = dist.all_reduce(torch.ones(3), async_op=True).get_future().then(
         lambda f: f.value()[0] * 2)
     check("future.then", chained.wait(), torch.full((3,), 2.0 * WORLD))
+    # coalesced forms and batch_isend_irecv
+    cs = [val(RANK, 3, torch.float32), val(RANK, 5, torch.float32)]
+    dist.all_reduce_coalesced(cs)
+    check("all_reduce_coalesced [0]", cs[0], expected_reduce(3, torch.float32, "sum"))
+    check("all_reduce_coalesced [1]", cs[1], expected_reduce(5, torch.float32, "sum"))
+    outs = [[torch.zeros(2) for _ in range(WORLD)]]
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "will be deprecated"
+        dist.all_gather_coalesced(outs, [val(RANK, 2, torch.float32)])
+    for r in range(WORLD):
+        check(f"all_gather_coalesced [{r}]", outs[0][r], val(r, 2, torch.float32))
+    got = torch.zeros(6, dtype=torch.int32)
+    ops = [dist.P2POp(dist.isend, val(RANK, 6, torch.int32), nxt),
+           dist.P2POp(dist.irecv, got, prv)]
+    for w in dist.batch_isend_irecv(ops):
+        w.wait()
+    check("batch_isend_irecv", got, val(prv, 6, torch.int32))
     dist.barrier()
     # object collectives ride on all_gather / broadcast of byte tensors
     objs = [None] * WORLD
