@@ -11,7 +11,7 @@ the group's store prefix; every rank then calls gx_comm_init() with
 init_method tcp://host:port, its group rank and size, and that job key. So
 MASTER_PORT stays torch's, nothing else needs a fixed port, and every group
 (new_group included) gets its own gx communicator. The host published is
-GX_MASTER_ADDR, else MASTER_ADDR, else this host's name.
+rank 0's own address towards GX_MASTER_ADDR / MASTER_ADDR, else its name.
 
 Work: each call issues gx's non-blocking operation (in the caller's thread,
 so every rank issues in program order) and returns a GxWork; one completion
@@ -168,10 +168,19 @@ class _Comm:
         self.handle = None
 
 
-def _master_host():
-    for var in ("GX_MASTER_ADDR", "MASTER_ADDR"):
-        if os.environ.get(var):
-            return os.environ[var]
+def _own_address():
+    """The address other ranks reach this host by: the one this host uses
+    towards GX_MASTER_ADDR / MASTER_ADDR (group rank 0 of a new_group may sit
+    on another host than the job's master), else this host's name."""
+    target = os.environ.get("GX_MASTER_ADDR") or os.environ.get("MASTER_ADDR")
+    if target:
+        try:
+            fam, _, _, _, addr = socket.getaddrinfo(target, 9, type=socket.SOCK_DGRAM)[0]
+            with socket.socket(fam, socket.SOCK_DGRAM) as s:
+                s.connect(addr)  # no packet: only picks the route and source address
+                return s.getsockname()[0]
+        except OSError:
+            return target
     return socket.gethostname()
 
 
@@ -195,7 +204,7 @@ def _gx_init(lib, store, rank, size, timeout_ms, name):
     """gx_comm_init() for this group, rendezvous advertised through `store`."""
     sock = None
     if rank == 0:
-        host = _master_host()
+        host = _own_address()
         sock, port = _listen_ephemeral(host)
         store.set(_BOOT_KEY, f"{host} {port} {secrets.token_hex(16)}")
     text = store.get(_BOOT_KEY).decode()
