@@ -15,7 +15,7 @@ identical across ranks. Prints the measured difference.
 
 --kill R: rank R kills itself (SIGKILL) in the middle of step 5; every other
 rank must get a RuntimeError from DDP that names rank R, within the group
-timeout, and prints "PASS rank N".
+timeout, and a later blocking all_reduce must raise too; prints "PASS rank N".
 """
 import argparse
 import datetime
@@ -109,9 +109,16 @@ def killed_peer(args, rank, world):
         took = time.monotonic() - t0
         msg = str(e)
         named = f"rank {args.kill}" in msg
-        print(f"{'PASS' if named else 'FAIL'} rank {rank}: training raised after {took:.1f} s: "
-              f"{msg.splitlines()[0][:300]}", flush=True)
-        os._exit(0 if named else 1)  # the group is broken: skip its teardown
+        # A blocking call on the broken group raises too (wait() re-raises).
+        try:
+            dist.all_reduce(torch.ones(4))
+            sync = "a later all_reduce returned"
+        except RuntimeError as e2:
+            sync = "" if "GX_E" in str(e2) else f"a later all_reduce raised: {e2}"
+        ok = named and not sync
+        print(f"{'PASS' if ok else 'FAIL'} rank {rank}: training raised after {took:.1f} s: "
+              f"{msg.splitlines()[0][:300]} {sync}", flush=True)
+        os._exit(0 if ok else 1)  # the group is broken: skip its teardown
     print(f"FAIL rank {rank}: training finished although rank {args.kill} died", flush=True)
     return 1
 

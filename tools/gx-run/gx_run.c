@@ -17,7 +17,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -78,7 +81,8 @@ static void usage(FILE *f)
             "Each rank gets GX_RANK, GX_SIZE, GX_LOCAL_RANK, GX_LOCAL_SIZE, GX_MASTER_ADDR,\n"
             "GX_MASTER_PORT, GX_JOB_KEY and torchrun's RANK, WORLD_SIZE, LOCAL_RANK,\n"
             "LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT. MASTER_PORT is for torch's store\n"
-            "(init_process_group), not gx's: a free port, or P+1 with --master H:P.\n"
+            "(init_process_group), not gx's: a free port reserved for the job, or P+1\n"
+            "with --master H:P.\n"
             "Exit status: 0 when every rank\n"
             "exits 0; else the first failing rank's status (128+signal if killed).\n");
 }
@@ -322,10 +326,14 @@ static int spawn_rank(const struct run_opts *o, struct rank_proc *p, int local, 
 }
 
 /* MASTER_PORT for torch's store (init_process_group's env://), which must not
- * be gx's listener: one node picks a free loopback port; with --master H:P
- * every node agrees on P+1. */
-static int torch_port(const struct run_opts *o, int gx_port)
+ * be gx's listener: with --master H:P every node agrees on P+1; on one node
+ * a free loopback port, held for the job by a socket that is bound with
+ * SO_REUSEADDR but never listens. Nothing else is handed that port (no port
+ * race with other jobs), while torch's store, which binds with SO_REUSEADDR
+ * too, can still take it. *reserve_fd is that socket (-1 with --master). */
+static int torch_port(const struct run_opts *o, int gx_port, int *reserve_fd)
 {
+    *reserve_fd = -1;
     if (o->master) {
         if (gx_port >= 65535) {
             fprintf(stderr, "gx-run: --master port %d leaves no port above it for torch's "
@@ -334,16 +342,20 @@ static int torch_port(const struct run_opts *o, int gx_port)
         }
         return gx_port + 1;
     }
-    struct gx_sockaddr addr;
-    int fd = -1;
-    if (gx_sock_resolve("127.0.0.1:0", -1, "torch port", &addr) != GX_OK ||
-        gx_sock_listen(&addr, 1, &fd) != GX_OK) {
-        fprintf(stderr, "gx-run: cannot find a free port for MASTER_PORT: %s\n", strerror(errno));
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    socklen_t len = sizeof(a);
+    int one = 1;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
+        bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
+        fprintf(stderr, "gx-run: cannot reserve a port for MASTER_PORT: %s\n", strerror(errno));
+        if (fd >= 0)
+            close(fd);
         return -1;
     }
-    int port = gx_sock_port(&addr);
-    close(fd);
-    return port;
+    *reserve_fd = fd;
+    return ntohs(a.sin_port);
 }
 
 static void make_job_key(char *out, size_t len)
@@ -525,11 +537,14 @@ int main(int argc, char **argv)
         setenv_int("GX_RESTART_COUNT", attempt);
         setenv_int("TORCHELASTIC_RESTART_COUNT", attempt);
         bool restartable = false;
-        int ports[2] = { master_port, torch_port(&o, master_port) };
+        int reserve_fd;
+        int ports[2] = { master_port, torch_port(&o, master_port, &reserve_fd) };
         if (ports[1] < 0)
             return 1;
         int job_rc = run_job(&o, listen_fd, master_host, ports, run_key, sfd, timeout_at,
                              &restartable);
+        if (reserve_fd >= 0)
+            close(reserve_fd);
         if (job_rc == 0 || !restartable || attempt >= o.max_restarts)
             return job_rc;
         fprintf(stderr, "gx-run: restarting the job (restart %d of %d, GX_RESTART_COUNT=%d)\n",
