@@ -83,8 +83,8 @@ static void usage(FILE *f)
             "LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT. MASTER_PORT is for torch's store\n"
             "(init_process_group), not gx's: a free port reserved for the job, or P+1\n"
             "with --master H:P.\n"
-            "Exit status: 0 when every rank\n"
-            "exits 0; else the first failing rank's status (128+signal if killed).\n");
+            "Exit status: 0 when every rank exits 0; else the first failing rank's\n"
+            "status (128+signal if killed).\n");
 }
 
 static int parse_count(const char *opt, const char *text, int min, int max, int *out)
