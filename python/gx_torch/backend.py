@@ -15,8 +15,9 @@ rank 0's own address towards GX_MASTER_ADDR / MASTER_ADDR, else its name.
 
 Work: each call issues gx's non-blocking operation (in the caller's thread,
 so every rank issues in program order) and returns a GxWork; one completion
-thread per group waits for the requests in issue order (ctypes drops the GIL
-while gx waits), copies staged results out, and completes the work's
+thread per group completes operations as gx finishes them, in any order
+(ctypes drops the GIL while gx waits), copies staged results out, and
+completes the work's
 torch.futures.Future, with the result tensors or a RuntimeError that names
 the group, the operation and gx's message (e.g. which rank died).
 """
@@ -30,6 +31,7 @@ import queue
 import secrets
 import socket
 import threading
+import time
 import weakref
 
 import torch
@@ -109,11 +111,21 @@ class GxWork(dist._Work):
 
 
 class _Completer:
-    """One thread per group: waits for each issued operation, in order."""
+    """One thread per group completes the issued operations as gx finishes
+    them, in whatever order: a receive posted early must not hold back the
+    completion of a collective issued after it (the program may need that
+    collective's result before it sends what the receive waits for).
+    It tests every pending request each round (gx_test also drives gx's
+    engine) and, while none finishes, backs off: a few rounds that only yield,
+    then naps growing to MAX_NAP_S. (Not gx_wait with a short timeout: each
+    expiry is logged; not an unbounded gx_wait on the oldest: work issued
+    after it could not complete meanwhile.)"""
 
-    def __init__(self, lib, name, timeout_ms):
+    YIELD_ROUNDS = 32
+    MAX_NAP_S = 0.0005
+
+    def __init__(self, lib, name):
         self._lib = lib
-        self._timeout_ms = timeout_ms
         self._queue = queue.Queue()
         self._thread = threading.Thread(target=self._run, name=f"gx-torch-{name}", daemon=True)
         self._thread.start()
@@ -126,28 +138,63 @@ class _Completer:
         self._thread.join()
 
     def _run(self):
-        lib = self._lib
-        while True:
-            work = self._queue.get()
-            if work is None:
-                return
-            op = work.op
-            error = None
-            try:
-                for i, req in enumerate(op.reqs):
-                    if error is None:
-                        rc = lib.gx_wait(req, self._timeout_ms)
-                        if rc != 0:
-                            error = op.error(gx.last_error_text(lib, rc))
-                        else:
-                            error = op.after_wait(i, req)
-                    lib.gx_request_free(req)  # waits for a request still in flight
-                op.reqs = []
-                if error is None:
-                    op.finish()
-            except BaseException as e:  # a bad copy-out must still complete the work
-                error = e if isinstance(e, RuntimeError) else RuntimeError(f"gx {op.what}: {e}")
-            work.complete(error)
+        pending = []
+        stopping = False
+        idle = 0
+        while not stopping or pending:
+            try:  # block for new work only when there is nothing to poll
+                while True:
+                    item = self._queue.get(block=not pending and not stopping)
+                    if item is None:
+                        stopping = True
+                    else:
+                        item.next_req = 0
+                        pending.append(item)
+                    if self._queue.empty():
+                        break
+            except queue.Empty:
+                pass
+            if not pending:
+                continue
+            finished = [w for w in pending if self._advance(w)]
+            for w in finished:
+                pending.remove(w)
+            if finished or not pending:
+                idle = 0
+                continue
+            idle += 1
+            if idle <= self.YIELD_ROUNDS:
+                time.sleep(0)  # let Python threads run
+            else:
+                time.sleep(min(self.MAX_NAP_S, 10e-6 * (idle - self.YIELD_ROUNDS)))
+
+    def _advance(self, work):
+        """Test work's requests in order; complete it when all are done."""
+        lib, op = self._lib, work.op
+        error = None
+        done = ctypes.c_int()
+        while work.next_req < len(op.reqs):
+            req = op.reqs[work.next_req]
+            rc = lib.gx_test(req, ctypes.byref(done))
+            if not done.value and rc == 0:
+                return False
+            if rc != 0:
+                error = op.error(gx.last_error_text(lib, rc))
+                break
+            error = op.after_wait(work.next_req, req)
+            if error is not None:
+                break
+            work.next_req += 1
+        try:
+            for req in op.reqs:
+                lib.gx_request_free(req)  # after a failure: waits for the rest
+            op.reqs = []
+            if error is None:
+                op.finish()
+        except BaseException as e:  # a bad copy-out must still complete the work
+            error = e if isinstance(e, RuntimeError) else RuntimeError(f"gx {op.what}: {e}")
+        work.complete(error)
+        return True
 
 
 class _Comm:
@@ -248,7 +295,7 @@ class ProcessGroupGx(dist.ProcessGroup):
         self._recent = collections.deque(maxlen=4096)
         self._group = f"torch:{group_name}"
         handle = _gx_init(self._lib, store, rank, size, ms, self._group)
-        completer = _Completer(self._lib, group_name, ms)
+        completer = _Completer(self._lib, group_name)
         self._comm = _Comm(self._lib, handle, completer, self._group)
         self._issue = CollectiveIssuer(self._lib, handle, rank, size, self._group)
         weakref.finalize(self, self._comm.teardown)

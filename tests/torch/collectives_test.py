@@ -193,6 +193,24 @@ def test_p2p_async_objects():
         r.wait()
     check("irecv tag 3", a, torch.full((4,), 3.0 + prv))
     check("irecv tag 7", b, torch.full((4,), 7.0 + prv))
+    # A receive posted before a collective must not hold back the collective's
+    # completion: rank 0 sends what its receive waits for only after the
+    # all_reduce returned (a completion queue served in issue order deadlocks).
+    buf = torch.zeros(2)
+    t = torch.ones(1)
+    if RANK == 0:
+        req = dist.irecv(buf, src=1, tag=11)
+        dist.all_reduce(t)
+        dist.send(torch.full((2,), 2.0), dst=1, tag=12)
+        req.wait()
+        check("irecv posted before all_reduce", buf, torch.full((2,), 10.0))
+    elif RANK == 1:
+        dist.all_reduce(t)
+        dist.recv(buf, src=0, tag=12)
+        dist.send(buf * 5, dst=0, tag=11)
+    else:
+        dist.all_reduce(t)
+    check("all_reduce behind a pending irecv", t, torch.full((1,), float(WORLD)))
     # async collectives: several in flight, futures carry the result tensors
     ts = [val(RANK, 1000, torch.float32) * k for k in range(1, 5)]
     works = [dist.all_reduce(t, async_op=True) for t in ts]
@@ -207,12 +225,14 @@ def test_p2p_async_objects():
         lambda f: f.value()[0] * 2)
     check("future.then", chained.wait(), torch.full((3,), 2.0 * WORLD))
     # coalesced forms and batch_isend_irecv
+    import warnings
     cs = [val(RANK, 3, torch.float32), val(RANK, 5, torch.float32)]
-    dist.all_reduce_coalesced(cs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "will be deprecated"
+        dist.all_reduce_coalesced(cs)
     check("all_reduce_coalesced [0]", cs[0], expected_reduce(3, torch.float32, "sum"))
     check("all_reduce_coalesced [1]", cs[1], expected_reduce(5, torch.float32, "sum"))
     outs = [[torch.zeros(2) for _ in range(WORLD)]]
-    import warnings
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "will be deprecated"
         dist.all_gather_coalesced(outs, [val(RANK, 2, torch.float32)])
