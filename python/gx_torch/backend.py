@@ -127,26 +127,39 @@ class _Completer:
     def __init__(self, lib, name):
         self._lib = lib
         self._queue = queue.Queue()
+        self._abandoned = False
         self._thread = threading.Thread(target=self._run, name=f"gx-torch-{name}", daemon=True)
         self._thread.start()
 
     def submit(self, work):
         self._queue.put(work)
 
+    STOP_GRACE_S = 5.0
+
     def stop(self):
+        """Finish what is pending (up to STOP_GRACE_S); True when nothing was
+        left behind (work still pending then fails and is abandoned)."""
         self._queue.put(None)
         self._thread.join()
+        return not self._abandoned
 
     def _run(self):
         pending = []
-        stopping = False
+        stopping = None  # when the group started to shut down
         idle = 0
-        while not stopping or pending:
+        while stopping is None or pending:
+            if stopping is not None and time.monotonic() - stopping > self.STOP_GRACE_S:
+                for w in pending:  # requests stay with the communicator, aborted next
+                    w.op.reqs = []
+                    w.complete(w.op.error("the process group was destroyed while it was "
+                                          "still pending"))
+                self._abandoned = True
+                return
             try:  # block for new work only when there is nothing to poll
                 while True:
-                    item = self._queue.get(block=not pending and not stopping)
+                    item = self._queue.get(block=not pending and stopping is None)
                     if item is None:
-                        stopping = True
+                        stopping = time.monotonic()
                     else:
                         item.next_req = 0
                         pending.append(item)
@@ -206,10 +219,12 @@ class _Comm:
     def teardown(self):
         if not self.handle:
             return
-        self.completer.stop()
+        clean = self.completer.stop()
         buf = ctypes.create_string_buffer(512)
         healthy = self.lib.gx_comm_get_async_error(self.handle, buf, len(buf)) == 0
-        if healthy:
+        if not clean:
+            self.lib.gx_comm_abort(self.handle)  # fails the abandoned requests
+        elif healthy:
             self.lib.gx_comm_finalize(self.handle)  # a failure here only delays exit
         self.lib.gx_comm_destroy(self.handle)
         self.handle = None
