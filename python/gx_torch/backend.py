@@ -58,6 +58,7 @@ class _Pending:
 
     def __init__(self, op):
         self.op = op
+        self.work = None  # the GxWork, held while in flight
         self.src = torch.futures.Future()
         self.out = self.src.then(_unwrap)
         self.event = threading.Event()
@@ -71,6 +72,7 @@ class _Pending:
             self.src.set_exception(error)
         self.op.release()
         self.event.set()
+        self.work = None
 
 
 class GxWork(dist._Work):
@@ -301,13 +303,15 @@ def _gx_init(lib, store, rank, size, timeout_ms, name):
 class ProcessGroupGx(dist.ProcessGroup):
     """torch.distributed process group whose collectives run over gx (CPU tensors)."""
 
+    RECENT_WORKS = 64
+
     def __init__(self, store, rank, size, timeout, group_name="default"):
         super().__init__(rank, size)
         self._lib = gx.load_library()
         ms = int(timeout.total_seconds() * 1000) if timeout else 0
         ms = max(1000, min(ms, 7 * 86400 * 1000)) if ms > 0 else 1800 * 1000
         self._timeout_s = ms / 1000.0
-        self._recent = collections.deque(maxlen=4096)
+        self._recent = collections.deque(maxlen=self.RECENT_WORKS)
         self._group = f"torch:{group_name}"
         handle = _gx_init(self._lib, store, rank, size, ms, self._group)
         completer = _Completer(self._lib, group_name)
@@ -320,9 +324,12 @@ class ProcessGroupGx(dist.ProcessGroup):
     def _launch(self, op):
         pending = _Pending(op)
         work = GxWork(pending, self._timeout_s)
-        # A Python Work lives as long as Python holds it, not C++: keep the
-        # recent ones so C++ callers that keep theirs between calls (DDP,
-        # _broadcast_coalesced) still reach wait() and get_future().
+        # A Python Work lives as long as Python holds it, not as long as C++
+        # does: C++ callers (_broadcast_coalesced, DDP) that call wait() or
+        # get_future() on theirs would find only the C++ base class. So the
+        # work is held until it completes, and the last RECENT_WORKS after
+        # that (bounded: their results may be large tensors).
+        pending.work = work
         self._recent.append(work)
         self._comm.completer.submit(pending)
         return work

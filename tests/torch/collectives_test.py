@@ -264,6 +264,23 @@ def test_p2p_async_objects():
         check("new_group all_reduce", t, torch.tensor([float(sum(evens))]))
 
 
+def test_no_leak():
+    # The group holds finished works (and their result tensors) only for a
+    # bounded while: a tensor all-reduced and dropped is freed after
+    # RECENT_WORKS more operations.
+    import gc
+    import weakref
+    t = torch.ones(1000)
+    ref = weakref.ref(t)
+    dist.all_reduce(t)
+    del t
+    for _ in range(gx_torch.ProcessGroupGx.RECENT_WORKS + 1):
+        dist.barrier()
+    gc.collect()
+    if ref() is not None:
+        failures.append("a finished all_reduce's tensor is still held")
+
+
 def test_errors():
     # gx's own argument checks surface as Python errors naming the problem
     try:
@@ -291,6 +308,7 @@ def main():
     test_uneven_and_lists()
     test_p2p_async_objects()
     test_errors()
+    test_no_leak()
     dist.barrier()
     dist.destroy_process_group()
     print(f"rank {RANK}: {len(failures)} failure(s) in every collective on {WORLD} ranks, "
