@@ -24,6 +24,9 @@ BUILD_PKGS+=(dpdk-dev libdpdk-dev)           # the dpdk provider (fabric/dpdk/);
 TEST_PKGS=(python3 iproute2 procps ibverbs-utils perftest)
 TEST_PKGS+=(clang-14 libclang-rt-14-dev)  # the libFuzzer run
 TEST_PKGS+=(python3-torch)                # the PyTorch comm hook and backend tests
+TEST_PKGS+=(python3-torchvision)          # perf/torch_bench.sh (resnet18)
+TEST_PKGS+=(python3-pip python3-setuptools) # torch.install: pip install ./python, offline
+TEST_PKGS+=(openmpi-bin)                  # torch.mpirun-in-slurm: the backend under mpirun
 TEST_PKGS+=(chromium)                     # renders gx-accept's HTML report
 TEST_PKGS+=(python3-pyverbs)              # rdma-core's own tests over softverbs
 # Under ASan+UBSan: everything but the long runs and what is marked "nosan"

@@ -19,3 +19,4 @@ install(FILES ${CMAKE_BINARY_DIR}/gxConfig.cmake ${CMAKE_BINARY_DIR}/gxConfigVer
 file(RELATIVE_PATH GX_PC_RELATIVE_PREFIX "${CMAKE_INSTALL_FULL_LIBDIR}/pkgconfig" "${CMAKE_INSTALL_PREFIX}")
 configure_file(${CMAKE_SOURCE_DIR}/cmake/gx.pc.in ${CMAKE_BINARY_DIR}/gx.pc @ONLY)
 install(FILES ${CMAKE_BINARY_DIR}/gx.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+include(${CMAKE_CURRENT_LIST_DIR}/GxPython.cmake)

@@ -1,8 +1,11 @@
 /*
  * comm_env.c - where rank, size and the rendezvous come from, in order:
  * the gx_config fields, GX_* (set by gx-run), torchrun (RANK, WORLD_SIZE,
- * MASTER_ADDR, MASTER_PORT), Slurm (SLURM_PROCID, SLURM_NTASKS) and Open MPI
- * (OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE).
+ * MASTER_ADDR, MASTER_PORT), Open MPI (OMPI_COMM_WORLD_RANK/SIZE), MPICH's
+ * PMI (PMI_RANK/SIZE), Slurm (SLURM_PROCID, SLURM_NTASKS). The launcher that
+ * started the process comes before the one around it: mpirun inside a Slurm
+ * allocation leaves the allocation's SLURM_PROCID in every rank.
+ * MASTER_PORT is torch's store's port: gx's rendezvous takes the next one.
  */
 #include "collectives/comm/comm_env.h"
 
@@ -15,11 +18,11 @@
 #include "common/param.h"
 
 GX_PARAM_DEFINE(gx_param_world_rank, "GX_RANK", GX_PARAM_INT, "", NULL,
-                "This process's rank (set by gx-run; else RANK, SLURM_PROCID or "
-                "OMPI_COMM_WORLD_RANK is used).");
+                "This process's rank (set by gx-run; else RANK, OMPI_COMM_WORLD_RANK, "
+                "PMI_RANK or SLURM_PROCID is used, in that order).");
 GX_PARAM_DEFINE(gx_param_world_size, "GX_SIZE", GX_PARAM_INT, "", NULL,
-                "Number of ranks (set by gx-run; else WORLD_SIZE, SLURM_NTASKS or "
-                "OMPI_COMM_WORLD_SIZE).");
+                "Number of ranks (set by gx-run; else WORLD_SIZE, OMPI_COMM_WORLD_SIZE, "
+                "PMI_SIZE or SLURM_NTASKS, from the same launcher as the rank).");
 GX_PARAM_DEFINE(gx_param_local_rank, "GX_LOCAL_RANK", GX_PARAM_INT, "", NULL,
                 "Rank on this node as set by the launcher (informational: gx computes the "
                 "local rank from node identities).");
@@ -28,7 +31,8 @@ GX_PARAM_DEFINE(gx_param_local_size, "GX_LOCAL_SIZE", GX_PARAM_INT, "", NULL,
 GX_PARAM_DEFINE(gx_param_master_addr, "GX_MASTER_ADDR", GX_PARAM_STRING, "", NULL,
                 "Host of rank 0's rendezvous listener (else MASTER_ADDR).");
 GX_PARAM_DEFINE(gx_param_master_port, "GX_MASTER_PORT", GX_PARAM_INT, "", NULL,
-                "Port of rank 0's rendezvous listener (else MASTER_PORT).");
+                "Port of rank 0's rendezvous listener (else MASTER_PORT + 1: MASTER_PORT "
+                "itself is torch's store under torchrun).");
 GX_PARAM_DEFINE(gx_param_init_method, "GX_INIT_METHOD", GX_PARAM_STRING, "env://", NULL,
                 "Rendezvous: env:// (master address from the environment), tcp://HOST:PORT, "
                 "or file:///PATH (a file on a shared file system, fresh for each job).");
@@ -49,48 +53,67 @@ GX_PARAM_DEFINE(gx_param_restart_count, "GX_RESTART_COUNT", GX_PARAM_INT, "0", N
 GX_PARAM_DEFINE(gx_param_boot_listen_fd, "GX_BOOT_LISTEN_FD", GX_PARAM_INT, "-1", NULL,
                 "Internal (gx-run): inherited listening socket for rank 0's rendezvous.");
 
-/* An integer from the first variable in `names` that is set. */
-static int int_from_env(const char *const *names, long long *out, const char **which)
+static int int_from_var(const char *name, long long *out, bool *found)
 {
-    for (const char *const *n = names; *n; n++) {
-        const char *v = getenv(*n);
-        if (!v || !v[0])
-            continue;
-        if (gx_parse_int(v, out) != 0)
-            return gx_fail(GX_EINVAL, GX_SUB_INIT, "%s='%s' is not an integer", *n, v);
-        *which = *n;
-        return GX_OK;
-    }
-    *which = NULL;
+    const char *v = getenv(name);
+    *found = v && v[0];
+    if (*found && gx_parse_int(v, out) != 0)
+        return gx_fail(GX_EINVAL, GX_SUB_INIT, "%s='%s' is not an integer", name, v);
     return GX_OK;
 }
 
+/* Launchers, innermost first: the first whose rank variable is set gives
+ * both rank and size, so they never come from two different launchers. */
+static const struct launcher_vars {
+    const char *rank, *size;
+} launchers[] = {
+    { "GX_RANK", "GX_SIZE" },                           /* gx-run */
+    { "RANK", "WORLD_SIZE" },                           /* torchrun */
+    { "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE" }, /* Open MPI's mpirun */
+    { "PMI_RANK", "PMI_SIZE" },                         /* MPICH / Hydra */
+    { "SLURM_PROCID", "SLURM_NTASKS" },                 /* srun */
+};
+
 static int resolve_rank_size(const struct gx_config *cfg, struct comm_setup *s)
 {
-    static const char *const rank_vars[] = { "GX_RANK", "RANK", "SLURM_PROCID",
-                                             "OMPI_COMM_WORLD_RANK", "PMI_RANK", NULL };
-    static const char *const size_vars[] = { "GX_SIZE", "WORLD_SIZE", "SLURM_NTASKS",
-                                             "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", NULL };
     long long rank = cfg->rank, size = cfg->world_size;
     const char *rank_src = "gx_config.rank", *size_src = "gx_config.world_size";
-    if (cfg->rank < 0) {
-        int rc = int_from_env(rank_vars, &rank, &rank_src);
+    const struct launcher_vars *from = NULL;
+    size_t nl = sizeof(launchers) / sizeof(launchers[0]);
+    for (size_t i = 0; i < nl && (cfg->rank < 0 || cfg->world_size < 0) && !from; i++) {
+        long long v;
+        bool found;
+        int rc = int_from_var(launchers[i].rank, &v, &found);
         if (rc != GX_OK)
             return rc;
-        if (!rank_src)
+        if (found)
+            from = &launchers[i];
+    }
+    if (cfg->rank < 0) {
+        if (!from)
             return gx_fail(GX_EINVAL, GX_SUB_INIT,
                            "rank unknown: set gx_config.rank, or run under gx-run, torchrun, "
-                           "Slurm or mpirun (GX_RANK / RANK / SLURM_PROCID / "
-                           "OMPI_COMM_WORLD_RANK)");
-    }
-    if (cfg->world_size < 0) {
-        int rc = int_from_env(size_vars, &size, &size_src);
+                           "mpirun or Slurm (GX_RANK / RANK / OMPI_COMM_WORLD_RANK / PMI_RANK / "
+                           "SLURM_PROCID)");
+        bool found;
+        int rc = int_from_var(from->rank, &rank, &found);
         if (rc != GX_OK)
             return rc;
-        if (!size_src)
+        rank_src = from->rank;
+    }
+    if (cfg->world_size < 0) {
+        bool found = false;
+        if (from) {
+            int rc = int_from_var(from->size, &size, &found);
+            if (rc != GX_OK)
+                return rc;
+        }
+        if (!found)
             return gx_fail(GX_EINVAL, GX_SUB_INIT,
-                           "world size unknown: set gx_config.world_size, or GX_SIZE / "
-                           "WORLD_SIZE / SLURM_NTASKS / OMPI_COMM_WORLD_SIZE");
+                           "world size unknown: set gx_config.world_size, or %s (GX_SIZE / "
+                           "WORLD_SIZE / OMPI_COMM_WORLD_SIZE / PMI_SIZE / SLURM_NTASKS)",
+                           from ? from->size : "the launcher's size variable");
+        size_src = from->size;
     }
     if (size < 1 || size > 1000000)
         return gx_fail(GX_EINVAL, GX_SUB_INIT, "%s=%lld is not a valid rank count (1..1000000)",
@@ -127,6 +150,13 @@ static int resolve_method(const struct gx_config *cfg, struct comm_setup *s)
                        "GX_MASTER_PORT)");
     if (gx_parse_int(port, &p) != 0 || p < 0 || p > 65535)
         return gx_fail(GX_EINVAL, GX_SUB_INIT, "%s='%s' is not a port number", port_var, port);
+    if (port_var[0] == 'M') { /* torch's store listens on MASTER_PORT: take the next */
+        if (p == 65535)
+            return gx_fail(GX_EINVAL, GX_SUB_INIT, "MASTER_PORT=65535 leaves gx no port (gx "
+                           "uses MASTER_PORT + 1); set GX_MASTER_PORT");
+        if (p > 0)
+            p++;
+    }
     bool v6 = strchr(addr, ':') != NULL && addr[0] != '[';
     snprintf(s->init_method, sizeof(s->init_method), v6 ? "tcp://[%s]:%lld" : "tcp://%s:%lld",
              addr, p);

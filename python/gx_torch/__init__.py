@@ -1,81 +1,45 @@
-"""gx_torch - PyTorch DDP gradient buckets through gx, on CPU tensors.
-
-A thin ctypes layer over libgx (no compiled extension). Typical use, in a
-program started by gx-run (or torchrun: gx reads RANK / WORLD_SIZE /
-MASTER_ADDR / MASTER_PORT too; then give gx its own port with GX_MASTER_PORT,
-as torch's store already listens on MASTER_PORT)::
+"""gx_torch - PyTorch over gx: the torch.distributed backend "gx", and DDP comm hooks.
 
     import torch.distributed as dist
-    import gx_torch
+    import gx_torch                       # registers the backend "gx"
+    dist.init_process_group("gx")         # under torchrun, gx-run, Slurm, mpirun
 
-    comm = gx_torch.Communicator()               # collective: every rank
-    dist.init_process_group("gloo", ...)         # DDP still needs a group
-    model = torch.nn.parallel.DistributedDataParallel(net)
-    model.register_comm_hook(gx_torch.HookState(comm), gx_torch.allreduce_hook)
-    ...                                          # train as usual
-    comm.close()
+Every collective of torch.distributed then runs over gx (CPU tensors); see
+gx_torch.backend and docs/pytorch.md. The older pieces stay: Communicator (a
+gx communicator of its own, from gx_comm_init_env) and the DDP comm hooks
+allreduce_hook / fp16_compress_hook with a HookState, for jobs that keep
+another backend and send only the gradient buckets through gx.
 
-The hook averages each bucket like PyTorch's default allreduce hook (divide
-by the world size, then sum), but the sum runs over gx. A single worker
-thread per HookState runs the all-reduces in the order DDP hands the buckets
-over, which is the same on every rank, and completes each bucket's
-torch.futures.Future; ctypes releases the GIL during the call, so backward
-keeps computing meanwhile.
-
-libgx is found through GX_LIBRARY (a path), else "libgx.so.0" on the
-loader's search path.
+libgx is found without settings after `cmake --install` or `pip install`
+(see gx_torch._libgx); GX_LIBRARY (a path) overrides.
 """
 
 import ctypes
-import os
 import queue
 import threading
 
+from ._libgx import (GX_INT8, GX_UINT8, GX_INT32, GX_UINT32, GX_INT64, GX_UINT64,  # noqa: F401
+                     GX_FLOAT16, GX_BFLOAT16, GX_FLOAT32, GX_FLOAT64,
+                     GX_SUM, GX_PROD, GX_MIN, GX_MAX, GX_AVG, GxError, load_library,
+                     library_path)
+
 __all__ = ["GxError", "Communicator", "HookState", "allreduce_hook", "fp16_compress_hook",
-           "load_library"]
+           "load_library", "library_path", "ProcessGroupGx", "BACKEND_NAME",
+           "launcher_rank_size"]
 
-# enum gx_datatype / gx_redop, as in gx.h
-GX_INT8, GX_UINT8, GX_INT32, GX_UINT32, GX_INT64, GX_UINT64 = range(6)
-GX_FLOAT16, GX_BFLOAT16, GX_FLOAT32, GX_FLOAT64 = range(6, 10)
-GX_SUM, GX_PROD, GX_MIN, GX_MAX, GX_AVG = range(5)
+BACKEND_NAME = "gx"
 
-_lib = None
+try:
+    import torch.distributed as _dist
+    _HAVE_DIST = _dist.is_available()
+except ImportError:
+    _HAVE_DIST = False
 
-
-class GxError(RuntimeError):
-    """A gx call failed; .status is the GX_E* code (negative)."""
-
-    def __init__(self, what, status, detail):
-        super().__init__(f"{what}: {detail or 'status %d' % status}")
-        self.status = status
-
-
-def load_library(path=None):
-    """Load libgx once (path, else $GX_LIBRARY, else libgx.so.0)."""
-    global _lib
-    if _lib is not None:
-        return _lib
-    lib = ctypes.CDLL(path or os.environ.get("GX_LIBRARY") or "libgx.so.0")
-    P = ctypes.c_void_p
-    sigs = {
-        "gx_comm_init_env": (ctypes.c_int, [ctypes.POINTER(P)]),
-        "gx_comm_rank": (ctypes.c_int, [P]),
-        "gx_comm_size": (ctypes.c_int, [P]),
-        "gx_comm_finalize": (ctypes.c_int, [P]),
-        "gx_comm_destroy": (None, [P]),
-        "gx_comm_abort": (None, [P]),
-        "gx_allreduce": (ctypes.c_int, [P, P, P, ctypes.c_size_t, ctypes.c_int, ctypes.c_int]),
-        "gx_broadcast": (ctypes.c_int, [P, P, P, ctypes.c_size_t, ctypes.c_int, ctypes.c_int]),
-        "gx_barrier": (ctypes.c_int, [P]),
-        "gx_strerror": (ctypes.c_char_p, [ctypes.c_int]),
-        "gx_last_error": (ctypes.c_char_p, []),
-    }
-    for name, (res, args) in sigs.items():
-        fn = getattr(lib, name)
-        fn.restype = res
-        fn.argtypes = args
-    _lib = lib
-    return lib
+if _HAVE_DIST:
+    from .backend import ProcessGroupGx, launcher_rank_size, register as _register
+    _register()
+else:
+    ProcessGroupGx = launcher_rank_size = None
 
 
 def _torch_dtype_map():

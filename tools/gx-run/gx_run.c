@@ -17,7 +17,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -57,7 +60,8 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: gx-run -n N [options] PROGRAM [ARGS...]\n"
             "Start N ranks of PROGRAM on this node as one gx job.\n\n"
-            "  -n, --nproc N        ranks on this node (required, >= 1)\n"
+            "  -n, --nproc N        ranks on this node (required, >= 1); also -np N, --np N\n"
+            "                       as mpirun spells it\n"
             "      --nnodes M       nodes in the job (default 1); run one gx-run per node\n"
             "      --node-rank R    this node's index, 0..M-1 (default 0)\n"
             "      --master H:P     rendezvous address (rank 0's node listens there);\n"
@@ -76,8 +80,11 @@ static void usage(FILE *f)
             "  -h, --help           this help\n\n"
             "Each rank gets GX_RANK, GX_SIZE, GX_LOCAL_RANK, GX_LOCAL_SIZE, GX_MASTER_ADDR,\n"
             "GX_MASTER_PORT, GX_JOB_KEY and torchrun's RANK, WORLD_SIZE, LOCAL_RANK,\n"
-            "LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT. Exit status: 0 when every rank\n"
-            "exits 0; else the first failing rank's status (128+signal if killed).\n");
+            "LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT. MASTER_PORT is for torch's store\n"
+            "(init_process_group), not gx's: a free port reserved for the job, or P+1\n"
+            "with --master H:P.\n"
+            "Exit status: 0 when every rank exits 0; else the first failing rank's\n"
+            "status (128+signal if killed).\n");
 }
 
 static int parse_count(const char *opt, const char *text, int min, int max, int *out)
@@ -91,10 +98,32 @@ static int parse_count(const char *opt, const char *text, int min, int max, int 
     return 0;
 }
 
+/* mpirun's "-np N": getopt would read it as -n with argument "p", so spell it
+ * --np before parsing (only among gx-run's own options, not the program's). */
+static void accept_mpirun_np(int argc, char **argv)
+{
+    static const char *const with_arg[] = { "-n", "-np", "--np", "--nproc", "--nnodes",
+                                            "--node-rank", "--master", "--job-key", "--node-id",
+                                            "--timeout", "--max-restarts", NULL };
+    static char np_long[] = "--np";
+    for (int i = 1; i < argc; i++) {
+        if (argv[i][0] != '-' || strcmp(argv[i], "--") == 0)
+            return;
+        if (strcmp(argv[i], "-np") == 0)
+            argv[i] = np_long;
+        for (const char *const *w = with_arg; *w; w++)
+            if (strcmp(argv[i], *w) == 0) {
+                i++;
+                break;
+            }
+    }
+}
+
 static int parse_args(int argc, char **argv, struct run_opts *o)
 {
     static const struct option longopts[] = {
         { "nproc", required_argument, NULL, 'n' },
+        { "np", required_argument, NULL, 'n' },
         { "nnodes", required_argument, NULL, 'N' },
         { "node-rank", required_argument, NULL, 'R' },
         { "master", required_argument, NULL, 'm' },
@@ -108,6 +137,7 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
         { NULL, 0, NULL, 0 },
     };
     *o = (struct run_opts){ .nlocal = -1, .nnodes = 1 };
+    accept_mpirun_np(argc, argv);
     int c;
     while ((c = getopt_long(argc, argv, "+n:h", longopts, NULL)) != -1) {
         switch (c) {
@@ -235,7 +265,7 @@ static int bind_master(const struct run_opts *o, int *fd, char *host, size_t hle
 }
 
 static int spawn_rank(const struct run_opts *o, struct rank_proc *p, int local, int listen_fd,
-                      const char *master_host, int master_port, const char *job_key)
+                      const char *master_host, const int ports[2], const char *job_key)
 {
     int out_pipe[2] = { -1, -1 }, err_pipe[2] = { -1, -1 };
     if (o->tag_output && (pipe2(out_pipe, O_CLOEXEC) || pipe2(err_pipe, O_CLOEXEC))) {
@@ -262,7 +292,7 @@ static int spawn_rank(const struct run_opts *o, struct rank_proc *p, int local, 
         setenv_int("GX_LOCAL_RANK", local);
         setenv_int("GX_LOCAL_SIZE", o->nlocal);
         setenv("GX_MASTER_ADDR", master_host, 1);
-        setenv_int("GX_MASTER_PORT", master_port);
+        setenv_int("GX_MASTER_PORT", ports[0]);
         setenv("GX_JOB_KEY", job_key, 1);
         setenv("GX_INIT_METHOD", "env://", 1);
         setenv_int("RANK", rank);
@@ -270,7 +300,7 @@ static int spawn_rank(const struct run_opts *o, struct rank_proc *p, int local, 
         setenv_int("LOCAL_RANK", local);
         setenv_int("LOCAL_WORLD_SIZE", o->nlocal);
         setenv("MASTER_ADDR", master_host, 1);
-        setenv_int("MASTER_PORT", master_port);
+        setenv_int("MASTER_PORT", ports[1]); /* torch's store: not gx's port */
         if (o->node_id)
             setenv("GX_NODE_ID", o->node_id, 1);
         if (rank == 0 && listen_fd >= 0) {
@@ -295,6 +325,39 @@ static int spawn_rank(const struct run_opts *o, struct rank_proc *p, int local, 
     return 0;
 }
 
+/* MASTER_PORT for torch's store (init_process_group's env://), which must not
+ * be gx's listener: with --master H:P every node agrees on P+1; on one node
+ * a free loopback port, held for the job by a socket that is bound with
+ * SO_REUSEADDR but never listens. Nothing else is handed that port (no port
+ * race with other jobs), while torch's store, which binds with SO_REUSEADDR
+ * too, can still take it. *reserve_fd is that socket (-1 with --master). */
+static int torch_port(const struct run_opts *o, int gx_port, int *reserve_fd)
+{
+    *reserve_fd = -1;
+    if (o->master) {
+        if (gx_port >= 65535) {
+            fprintf(stderr, "gx-run: --master port %d leaves no port above it for torch's "
+                    "MASTER_PORT (gx uses P, torch P+1)\n", gx_port);
+            return -1;
+        }
+        return gx_port + 1;
+    }
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    socklen_t len = sizeof(a);
+    int one = 1;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
+        bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
+        fprintf(stderr, "gx-run: cannot reserve a port for MASTER_PORT: %s\n", strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    *reserve_fd = fd;
+    return ntohs(a.sin_port);
+}
+
 static void make_job_key(char *out, size_t len)
 {
     unsigned char raw[16];
@@ -310,14 +373,14 @@ static void make_job_key(char *out, size_t len)
  * deadline passes. *restartable says whether --max-restarts may run it
  * again (a rank failed; not a signal, not the timeout). */
 static int run_job(const struct run_opts *o, int listen_fd, const char *master_host,
-                   int master_port, const char *key, int sfd, uint64_t timeout_at,
+                   const int ports[2], const char *key, int sfd, uint64_t timeout_at,
                    bool *restartable)
 {
     *restartable = true;
     struct rank_proc *procs = calloc((size_t)o->nlocal, sizeof(*procs));
     int started = 0;
     for (int i = 0; i < o->nlocal; i++, started++)
-        if (spawn_rank(o, &procs[i], i, listen_fd, master_host, master_port, key))
+        if (spawn_rank(o, &procs[i], i, listen_fd, master_host, ports, key))
             break;
     if (listen_fd >= 0)
         close(listen_fd);
@@ -474,8 +537,14 @@ int main(int argc, char **argv)
         setenv_int("GX_RESTART_COUNT", attempt);
         setenv_int("TORCHELASTIC_RESTART_COUNT", attempt);
         bool restartable = false;
-        int job_rc = run_job(&o, listen_fd, master_host, master_port, run_key, sfd, timeout_at,
-                         &restartable);
+        int reserve_fd;
+        int ports[2] = { master_port, torch_port(&o, master_port, &reserve_fd) };
+        if (ports[1] < 0)
+            return 1;
+        int job_rc = run_job(&o, listen_fd, master_host, ports, run_key, sfd, timeout_at,
+                             &restartable);
+        if (reserve_fd >= 0)
+            close(reserve_fd);
         if (job_rc == 0 || !restartable || attempt >= o.max_restarts)
             return job_rc;
         fprintf(stderr, "gx-run: restarting the job (restart %d of %d, GX_RESTART_COUNT=%d)\n",

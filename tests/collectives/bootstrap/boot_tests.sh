@@ -44,6 +44,41 @@ torchrun) # torchrun's variables only
     done
     for p in "${pids[@]}"; do wait "$p" || fail "a rank failed"; done
     ;;
+torchrun-store) # torch's store already listens on MASTER_PORT: gx takes MASTER_PORT + 1
+    n=$1; port=$(free_port)
+    python3 -c "import socket,time; s=socket.socket(); s.bind(('127.0.0.1',$port)); s.listen(); time.sleep(60)" &
+    blocker=$!
+    sleep 0.3
+    pids=()
+    for ((r = 0; r < n; r++)); do
+        env -u GX_RANK -u GX_SIZE -u GX_MASTER_PORT -u GX_MASTER_ADDR -u GX_INIT_METHOD RANK=$r \
+            WORLD_SIZE=$n MASTER_ADDR=127.0.0.1 MASTER_PORT=$port BOOT_CHECK_RANK=$r \
+            BOOT_CHECK_SIZE=$n timeout 90 "$CHECK" basic \
+            >"$TMP/rank$r.log" 2>&1 &
+        pids+=($!)
+    done
+    for p in "${pids[@]}"; do wait "$p" || fail "a rank failed beside torch's store"; done
+    kill $blocker
+    ;;
+np) # mpirun's spelling -np N; torch's MASTER_PORT is not gx's GX_MASTER_PORT
+    "$RUN" -np 3 --timeout 60 sh -c 'echo "rank $GX_RANK of $GX_SIZE torch $MASTER_PORT gx $GX_MASTER_PORT"' \
+        >"$TMP/np.log" 2>&1 || fail "gx-run -np 3 exited $?"
+    [ "$(grep -c 'of 3 torch' "$TMP/np.log")" -eq 3 ] || fail "gx-run -np 3 did not start 3 ranks"
+    awk '$5 == $7 { bad = 1 } END { exit bad }' "$TMP/np.log" || fail "MASTER_PORT equals GX_MASTER_PORT"
+    "$RUN" --np 2 --timeout 60 "$CHECK" basic >"$TMP/np2.log" 2>&1 || fail "gx-run --np 2 exited $?"
+    [ "$(count_pass "$TMP/np2.log")" -eq 2 ] || fail "expected 2 PASS lines from --np 2"
+    ;;
+mpirun-in-slurm) # Open MPI's ranks inside an allocation that set SLURM_PROCID=0 for all
+    n=$1; port=$(free_port); pids=()
+    for ((r = 0; r < n; r++)); do
+        env -u GX_RANK -u GX_SIZE -u RANK -u WORLD_SIZE SLURM_PROCID=0 SLURM_NTASKS=1 \
+            OMPI_COMM_WORLD_RANK=$r OMPI_COMM_WORLD_SIZE=$n GX_INIT_METHOD=tcp://127.0.0.1:$port \
+            GX_JOB_KEY=k5 BOOT_CHECK_RANK=$r BOOT_CHECK_SIZE=$n timeout 90 "$CHECK" basic >"$TMP/rank$r.log" 2>&1 &
+        pids+=($!)
+    done
+    for p in "${pids[@]}"; do wait "$p" || fail "a rank failed (SLURM_PROCID taken over OMPI_COMM_WORLD_RANK?)"; done
+    [ "$(cat "$TMP"/rank*.log | count_pass /dev/stdin)" -eq "$n" ] || fail "expected $n PASS lines"
+    ;;
 tcp)
     n=$1; port=$(free_port)
     start_ranks "$n" "tcp://127.0.0.1:$port" k1 basic || fail "tcp:// with $n ranks"

@@ -77,8 +77,8 @@ def free_port():
 def main():
     comm = gx_torch.Communicator()
     rank, world = comm.rank, comm.size
-    # gx-run's MASTER_PORT is gx's own rendezvous port: give Gloo another
-    # one, chosen by rank 0 and sent over gx.
+    # Gloo on an explicit port chosen by rank 0 and sent over gx (gx-run's
+    # MASTER_PORT would do too: it is torch's, not gx's GX_MASTER_PORT).
     port = torch.tensor([free_port() if rank == 0 else 0], dtype=torch.int32)
     comm.broadcast_(port, 0)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{int(port.item())}",

@@ -1,0 +1,381 @@
+"""_ops - turn each torch.distributed call into gx non-blocking operations.
+
+An Op holds the gx requests of one call, the tensors that must stay alive
+until they complete (staging copies for non-contiguous tensors), and the
+copy-out steps to run once they did. Data that gx only moves (broadcast,
+gather, all-to-all, send/recv) travels as bytes, so every torch dtype works;
+reductions map the dtype to gx's (complex as pairs of reals for sum/avg, bool
+as uint8 for min/max) and fail with a TypeError naming what gx lacks.
+"""
+
+import ctypes
+
+import torch
+import torch.distributed as dist
+
+from . import _libgx as gx
+
+# Tag gx_torch's own point-to-point messages use (uneven all-to-all); user
+# send/recv tags must be below it.
+INTERNAL_TAG = 2**31 - 1
+
+
+def _reduce_ops():
+    R = dist.ReduceOp
+    pairs = [(R.SUM, gx.GX_SUM, "sum"), (R.PRODUCT, gx.GX_PROD, "product"),
+             (R.MIN, gx.GX_MIN, "min"), (R.MAX, gx.GX_MAX, "max")]
+    if hasattr(R, "AVG"):
+        pairs.append((R.AVG, gx.GX_AVG, "avg"))
+    return pairs
+
+
+def _reduce_dtypes():
+    t = torch
+    m = {t.float32: gx.GX_FLOAT32, t.float64: gx.GX_FLOAT64, t.float16: gx.GX_FLOAT16,
+         t.bfloat16: gx.GX_BFLOAT16, t.int32: gx.GX_INT32, t.int64: gx.GX_INT64,
+         t.int8: gx.GX_INT8, t.uint8: gx.GX_UINT8, t.bool: gx.GX_UINT8}
+    for name, code in (("uint32", gx.GX_UINT32), ("uint64", gx.GX_UINT64)):
+        if hasattr(t, name):
+            m[getattr(t, name)] = code
+    return m
+
+
+def _nbytes(t):
+    return t.numel() * t.element_size()
+
+
+def _ptr(t):
+    return ctypes.c_void_p(t.data_ptr()) if t is not None else None
+
+
+class Op:
+    """One torch.distributed call in flight over gx."""
+
+    def __init__(self, what, group, rank, size):
+        self.what = what
+        self._where = f"group '{group}' (rank {rank} of {size})"
+        self.reqs = []
+        self.keep = []
+        self.copies = []      # (dst, src) copied after completion
+        self.checks = {}      # request index -> (expected elements, description)
+        self.result = []
+        self._lib = None
+
+    def error(self, text):
+        return RuntimeError(f"gx {self.what} on {self._where} failed: {text}")
+
+    def after_wait(self, index, req):
+        if index not in self.checks:
+            return None
+        expect, desc = self.checks[index]
+        got = ctypes.c_size_t()
+        if self._lib.gx_request_count(req, ctypes.byref(got)) == 0 and got.value != expect:
+            return self.error(f"{desc}: received {got.value} bytes, expected {expect}")
+        return None
+
+    def finish(self):
+        for dst, src in self.copies:
+            dst.copy_(src)
+
+    def release(self):
+        self.keep = []
+        self.copies = []
+
+
+class CollectiveIssuer:
+    """Issues gx operations for a group's communicator; one method per c10d call."""
+
+    def __init__(self, lib, comm, rank, size, group):
+        self._lib, self._comm = lib, comm
+        self.rank, self.size, self._group = rank, size, group
+        self._ops = _reduce_ops()
+        self._dtypes = _reduce_dtypes()
+
+    # -- helpers ----------------------------------------------------------------
+    def _op(self, what):
+        op = Op(what, self._group, self.rank, self.size)
+        op._lib = self._lib
+        return op
+
+    def _call(self, op, fn, *args):
+        req = ctypes.c_void_p()
+        rc = getattr(self._lib, fn)(self._comm, *args, ctypes.byref(req))
+        if rc != 0:
+            # Requests already issued by this call still complete in the
+            # completion thread; this one never started.
+            for r in op.reqs:
+                self._lib.gx_wait(r, -1)
+                self._lib.gx_request_free(r)
+            op.reqs = []
+            raise op.error(gx.last_error_text(self._lib, rc))
+        op.reqs.append(req)
+
+    def _check(self, op, t, arg):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"gx {op.what}: {arg} must be a tensor, got {type(t).__name__}")
+        if t.device.type != "cpu":
+            raise ValueError(f"gx {op.what}: {arg} is on {t.device}; the gx backend takes CPU "
+                             "tensors (CUDA tensors come with gx's GPU support)")
+        return t
+
+    def _input(self, op, t, arg):
+        """A contiguous tensor with t's values (t itself when it is contiguous)."""
+        self._check(op, t, arg)
+        c = t if t.is_contiguous() else t.contiguous()
+        op.keep.append(c)
+        return c
+
+    def _output(self, op, t, arg):
+        """A contiguous tensor gx may write; copied back into t if it is a copy."""
+        self._check(op, t, arg)
+        if t.is_contiguous():
+            op.keep.append(t)
+            return t
+        c = t.contiguous()
+        op.keep.append(c)
+        op.copies.append((t, c))
+        return c
+
+    def _one(self, op, tensors, arg="tensors"):
+        if len(tensors) != 1:
+            raise ValueError(f"gx {op.what}: {arg} must hold exactly one tensor per process "
+                             f"(got {len(tensors)})")
+        return tensors[0]
+
+    def _redop(self, op, reduce_op):
+        for torch_op, code, name in self._ops:
+            if reduce_op == torch_op:
+                return code, name
+        raise ValueError(f"gx {op.what}: reduce op {reduce_op} is not supported by gx "
+                         "(sum, product, min, max, avg are)")
+
+    def _reduce_view(self, op, c, reduce_op):
+        """(view of contiguous c that gx reduces, gx dtype, gx op)."""
+        code, name = self._redop(op, reduce_op)
+        if c.is_complex():
+            if code not in (gx.GX_SUM, gx.GX_AVG):
+                raise TypeError(f"gx {op.what}: {name} of {c.dtype} is not defined (sum and avg "
+                                "are)")
+            c = torch.view_as_real(c)
+        if c.dtype == torch.bool and code not in (gx.GX_MIN, gx.GX_MAX):
+            raise TypeError(f"gx {op.what}: {name} of torch.bool is not supported (min and "
+                            "max are: logical and / or)")
+        if c.dtype not in self._dtypes:
+            raise TypeError(f"gx {op.what}: gx has no datatype for {c.dtype} (reductions take "
+                            + ", ".join(str(d) for d in self._dtypes) + ")")
+        return c, self._dtypes[c.dtype], code
+
+    def _same_numel(self, op, tensors, n, arg):
+        for i, t in enumerate(tensors):
+            if t.numel() != n or t.dtype != tensors[0].dtype:
+                raise ValueError(f"gx {op.what}: {arg}[{i}] has {t.numel()} elements of "
+                                 f"{t.dtype}; every tensor must have {n} of {tensors[0].dtype}")
+
+    # -- collectives --------------------------------------------------------------
+    def allreduce(self, tensors, reduce_op, coalesced=False):
+        op = self._op("all_reduce_coalesced" if coalesced else "all_reduce")
+        if not coalesced:
+            self._one(op, tensors)
+        for i, t in enumerate(tensors):
+            c, dtype, code = self._reduce_view(op, self._output(op, t, f"tensors[{i}]"),
+                                               reduce_op)
+            self._call(op, "gx_iallreduce", _ptr(c), _ptr(c), c.numel(), dtype, code)
+        op.result = list(tensors)
+        return op
+
+    def broadcast(self, tensors, root):
+        op = self._op("broadcast")
+        t = self._one(op, tensors)
+        c = self._output(op, t, "tensor")
+        self._call(op, "gx_ibroadcast", _ptr(c), _ptr(c), _nbytes(c), gx.GX_UINT8, root)
+        op.result = [t]
+        return op
+
+    def reduce(self, tensors, reduce_op, root):
+        op = self._op("reduce")
+        t = self._one(op, tensors)
+        c, dtype, code = self._reduce_view(op, self._output(op, t, "tensor"), reduce_op)
+        self._call(op, "gx_ireduce", _ptr(c), _ptr(c), c.numel(), dtype, code, root)
+        op.result = [t]
+        return op
+
+    def allgather(self, output_lists, input_tensors, what="all_gather"):
+        op = self._op(what)
+        t = self._input(op, self._one(op, input_tensors, "input_tensors"), "input")
+        outs = self._one(op, output_lists, "output_tensor_lists")
+        if len(outs) != self.size:
+            raise ValueError(f"gx {what}: the output list has {len(outs)} tensors for "
+                             f"{self.size} ranks")
+        self._same_numel(op, [t] + list(outs), t.numel(), "outputs")
+        stage = torch.empty((self.size,) + tuple(t.shape), dtype=t.dtype)
+        op.keep.append(stage)
+        self._call(op, "gx_iallgather", _ptr(t), _ptr(stage), _nbytes(t), gx.GX_UINT8)
+        op.copies += [(o, stage[i].reshape(o.shape)) for i, o in enumerate(outs)]
+        op.result = list(outs)
+        return op
+
+    def allgather_coalesced(self, output_lists, input_list):
+        op = self._op("all_gather_coalesced")
+        for i, t in enumerate(input_list):
+            sub = self.allgather([output_lists[i]], [t], "all_gather_coalesced")
+            op.reqs += sub.reqs
+            op.keep += sub.keep
+            op.copies += sub.copies
+        op.result = [o for lst in output_lists for o in lst]
+        return op
+
+    def allgather_base(self, output, input):
+        op = self._op("all_gather_into_tensor")
+        t = self._input(op, input, "input")
+        if output.numel() != self.size * t.numel() or output.dtype != t.dtype:
+            raise ValueError(f"gx {op.what}: output has {output.numel()} elements of "
+                             f"{output.dtype}; it must hold {self.size} x {t.numel()} of {t.dtype}")
+        out = self._output(op, output, "output")
+        self._call(op, "gx_iallgather", _ptr(t), _ptr(out), _nbytes(t), gx.GX_UINT8)
+        op.result = [output]
+        return op
+
+    def reduce_scatter(self, outputs, input_lists, reduce_op):
+        op = self._op("reduce_scatter")
+        out = self._one(op, outputs, "output")
+        ins = self._one(op, input_lists, "input_lists")
+        if len(ins) != self.size:
+            raise ValueError(f"gx {op.what}: the input list has {len(ins)} tensors for "
+                             f"{self.size} ranks")
+        self._same_numel(op, [out] + list(ins), out.numel(), "inputs")
+        for i, x in enumerate(ins):
+            self._check(op, x, f"input_list[{i}]")
+        send = torch.cat([x.reshape(-1) for x in ins])
+        return self._reduce_scatter(op, out, send, reduce_op)
+
+    def reduce_scatter_base(self, output, input, reduce_op):
+        op = self._op("reduce_scatter_tensor")
+        self._check(op, input, "input")
+        if input.numel() != self.size * output.numel() or output.dtype != input.dtype:
+            raise ValueError(f"gx {op.what}: input has {input.numel()} elements of "
+                             f"{input.dtype}; it must hold {self.size} x {output.numel()} of "
+                             f"{output.dtype}")
+        return self._reduce_scatter(op, output, input.contiguous(), reduce_op)
+
+    def _reduce_scatter(self, op, out, send, reduce_op):
+        op.keep.append(send)
+        rs, dtype, code = self._reduce_view(op, send, reduce_op)
+        rc, _, _ = self._reduce_view(op, self._output(op, out, "output"), reduce_op)
+        self._call(op, "gx_ireduce_scatter", _ptr(rs), _ptr(rc), rc.numel(), dtype, code)
+        op.result = [out]
+        return op
+
+    def gather(self, output_lists, input_tensors, root):
+        op = self._op("gather")
+        t = self._input(op, self._one(op, input_tensors, "input_tensors"), "input")
+        stage = None
+        if self.rank == root:
+            outs = self._one(op, output_lists, "output_tensor_lists")
+            if len(outs) != self.size:
+                raise ValueError(f"gx gather: the root's gather_list has {len(outs)} tensors "
+                                 f"for {self.size} ranks")
+            self._same_numel(op, [t] + list(outs), t.numel(), "gather_list")
+            stage = torch.empty((self.size,) + tuple(t.shape), dtype=t.dtype)
+            op.keep.append(stage)
+            op.copies += [(o, stage[i].reshape(o.shape)) for i, o in enumerate(outs)]
+            op.result = list(outs)
+        self._call(op, "gx_igather", _ptr(t), _ptr(stage), _nbytes(t), gx.GX_UINT8, root)
+        return op
+
+    def scatter(self, outputs, input_lists, root):
+        op = self._op("scatter")
+        out = self._output(op, self._one(op, outputs, "output"), "output")
+        send = None
+        if self.rank == root:
+            ins = self._one(op, input_lists, "scatter_list")
+            if len(ins) != self.size:
+                raise ValueError(f"gx scatter: the root's scatter_list has {len(ins)} tensors "
+                                 f"for {self.size} ranks")
+            self._same_numel(op, [out] + list(ins), out.numel(), "scatter_list")
+            send = torch.cat([self._check(op, x, "scatter_list").reshape(-1) for x in ins])
+            op.keep.append(send)
+        self._call(op, "gx_iscatter", _ptr(send), _ptr(out), _nbytes(out), gx.GX_UINT8, root)
+        op.result = [outputs[0]]
+        return op
+
+    def alltoall_base(self, output, input, out_splits, in_splits):
+        op = self._op("all_to_all_single")
+        src = self._input(op, input, "input")
+        dst = self._output(op, output, "output")
+        op.result = [output]
+        if not out_splits and not in_splits:
+            if src.numel() % self.size or dst.numel() != src.numel():
+                raise ValueError(f"gx {op.what}: input has {src.numel()} elements, output "
+                                 f"{dst.numel()}; both must be equal and divisible by "
+                                 f"{self.size} without split sizes")
+            self._call(op, "gx_ialltoall", _ptr(src), _ptr(dst), _nbytes(src) // self.size,
+                       gx.GX_UINT8)
+            return op
+        # Uneven splits along dim 0: one message per peer on gx_torch's tag.
+        src_rows = self._splits(op, src, in_splits, "input_split_sizes")
+        dst_rows = self._splits(op, dst, out_splits, "output_split_sizes")
+        self._exchange(op, [src[a:b] for a, b in src_rows], [dst[a:b] for a, b in dst_rows])
+        return op
+
+    def alltoall(self, outputs, inputs):
+        op = self._op("all_to_all")
+        if len(outputs) != self.size or len(inputs) != self.size:
+            raise ValueError(f"gx {op.what}: {len(inputs)} input and {len(outputs)} output "
+                             f"tensors for {self.size} ranks")
+        ins = [self._input(op, t, f"input_tensor_list[{i}]") for i, t in enumerate(inputs)]
+        outs = [self._output(op, t, f"output_tensor_list[{i}]") for i, t in enumerate(outputs)]
+        self._exchange(op, ins, outs)
+        op.result = list(outputs)
+        return op
+
+    def _splits(self, op, t, splits, arg):
+        rows = t.shape[0] if t.dim() else 1
+        if not splits:
+            if rows % self.size:
+                raise ValueError(f"gx {op.what}: {rows} rows do not split evenly over "
+                                 f"{self.size} ranks; give {arg}")
+            splits = [rows // self.size] * self.size
+        if len(splits) != self.size or sum(splits) != rows:
+            raise ValueError(f"gx {op.what}: {arg}={list(splits)} must have {self.size} entries "
+                             f"summing to {rows}")
+        out, at = [], 0
+        for s in splits:
+            out.append((at, at + s))
+            at += s
+        return out
+
+    def _exchange(self, op, sends, recvs):
+        for p, r in enumerate(recvs):
+            op.checks[len(op.reqs)] = (_nbytes(r), f"message from rank {p}")
+            self._call(op, "gx_irecv", _ptr(r), _nbytes(r), gx.GX_UINT8, p, INTERNAL_TAG)
+        for p, s in enumerate(sends):
+            self._call(op, "gx_isend", _ptr(s), _nbytes(s), gx.GX_UINT8, p, INTERNAL_TAG)
+
+    def barrier(self):
+        op = self._op("barrier")
+        req = ctypes.c_void_p()
+        rc = self._lib.gx_ibarrier(self._comm, ctypes.byref(req))
+        if rc != 0:
+            raise op.error(gx.last_error_text(self._lib, rc))
+        op.reqs.append(req)
+        return op
+
+    def _tag(self, op, tag):
+        if not 0 <= tag < INTERNAL_TAG:
+            raise ValueError(f"gx {op.what}: tag {tag} is out of range 0..{INTERNAL_TAG - 1}")
+        return tag
+
+    def send(self, tensors, dst, tag):
+        op = self._op("send")
+        t = self._input(op, self._one(op, tensors), "tensor")
+        self._call(op, "gx_isend", _ptr(t), _nbytes(t), gx.GX_UINT8, dst, self._tag(op, tag))
+        op.result = list(tensors)
+        return op
+
+    def recv(self, tensors, src, tag):
+        op = self._op("recv")
+        t = self._output(op, self._one(op, tensors), "tensor")
+        op.checks[0] = (_nbytes(t), f"message from rank {src}")
+        self._call(op, "gx_irecv", _ptr(t), _nbytes(t), gx.GX_UINT8, src, self._tag(op, tag))
+        op.result = list(tensors)
+        return op

@@ -1,0 +1,442 @@
+"""backend - the torch.distributed backend "gx": a Python ProcessGroup over libgx.
+
+`import gx_torch` registers it; then `dist.init_process_group("gx")` under
+torchrun, gx-run, Slurm or mpirun (any init_method torch accepts). Works on
+torch 1.13 (Debian's python3-torch) and 2.x through the documented
+register_backend(name, creator(store, rank, size, timeout)) hook.
+
+Bootstrap: through torch's store, not gx's environment. Group rank 0 listens
+on an ephemeral port (all interfaces), and publishes "host port job-key" under
+the group's store prefix; every rank then calls gx_comm_init() with
+init_method tcp://host:port, its group rank and size, and that job key. So
+MASTER_PORT stays torch's, nothing else needs a fixed port, and every group
+(new_group included) gets its own gx communicator. The host published is
+rank 0's own address towards GX_MASTER_ADDR / MASTER_ADDR, else its name.
+
+Work: each call issues gx's non-blocking operation (in the caller's thread,
+so every rank issues in program order) and returns a GxWork; one completion
+thread per group completes operations as gx finishes them, in any order
+(ctypes drops the GIL while gx waits), copies staged results out, and
+completes the work's
+torch.futures.Future, with the result tensors or a RuntimeError that names
+the group, the operation and gx's message (e.g. which rank died).
+"""
+
+import atexit
+import collections
+import datetime
+import ctypes
+import os
+import queue
+import secrets
+import socket
+import threading
+import time
+import weakref
+
+import torch
+import torch.distributed as dist
+
+from . import _libgx as gx
+from ._ops import Op, CollectiveIssuer
+
+BACKEND_NAME = "gx"
+_BOOT_KEY = "gx_torch/boot"
+
+
+def _unwrap(fut):
+    return fut.value()  # re-raises what set_exception() stored
+
+
+class _Pending:
+    """An issued operation, its futures and completion flag.
+
+    torch.futures.Future.set_exception() stores the exception as the value
+    and raises only for Python readers; C++ readers (DDP's reducer) would
+    take it for a result. So the future handed out is src.then(_unwrap):
+    when _unwrap raises, torch marks that future failed for every reader."""
+
+    def __init__(self, op):
+        self.op = op
+        self.work = None  # the GxWork, held while in flight
+        self.src = torch.futures.Future()
+        self.out = self.src.then(_unwrap)
+        self.event = threading.Event()
+        self.error = None
+
+    def complete(self, error):
+        self.error = error  # before the futures: their callbacks may ask is_success()
+        if error is None:
+            self.src.set_result(self.op.result)
+        else:
+            self.src.set_exception(error)
+        self.op.release()
+        self.event.set()
+        self.work = None
+
+
+class GxWork(dist._Work):
+    """What a gx_torch call returns: wait() raises the operation's error,
+    get_future() gives its torch Future (the result tensors, or the error)."""
+
+    def __init__(self, pending, timeout_s):
+        super().__init__()
+        self._pending = pending
+        self._timeout_s = timeout_s
+
+    def wait(self, timeout=None):
+        secs = self._timeout_s + 5  # gx's own deadline fires first
+        if isinstance(timeout, datetime.timedelta) and timeout.total_seconds() > 0:
+            secs = timeout.total_seconds()
+        p = self._pending
+        if not p.event.wait(secs):
+            raise RuntimeError(f"gx {p.op.what}: not complete after {secs:.0f} s")
+        if p.error is not None:
+            raise p.error
+        return True
+
+    def is_completed(self):
+        return self._pending.event.is_set() or self._pending.out.done()
+
+    def is_success(self):
+        return self.is_completed() and self._pending.error is None
+
+    def get_future(self):
+        return self._pending.out
+
+    def result(self):
+        self.wait()
+        return self._pending.op.result
+
+    def synchronize(self):
+        pass  # CPU tensors: nothing to order against
+
+
+class _Completer:
+    """One thread per group completes the issued operations as gx finishes
+    them, in whatever order: a receive posted early must not hold back the
+    completion of a collective issued after it (the program may need that
+    collective's result before it sends what the receive waits for).
+    It tests every pending request each round (gx_test also drives gx's
+    engine) and, while none finishes, backs off: a few rounds that only yield,
+    then naps growing to MAX_NAP_S. (Not gx_wait with a short timeout: each
+    expiry is logged; not an unbounded gx_wait on the oldest: work issued
+    after it could not complete meanwhile.)"""
+
+    YIELD_ROUNDS = 32
+    MAX_NAP_S = 0.0005
+
+    def __init__(self, lib, name):
+        self._lib = lib
+        self._queue = queue.Queue()
+        self._abandoned = False
+        self._thread = threading.Thread(target=self._run, name=f"gx-torch-{name}", daemon=True)
+        self._thread.start()
+
+    def submit(self, work):
+        self._queue.put(work)
+
+    STOP_GRACE_S = 5.0
+
+    def stop(self):
+        """Finish what is pending (up to STOP_GRACE_S); True when nothing was
+        left behind (work still pending then fails and is abandoned)."""
+        self._queue.put(None)
+        self._thread.join()
+        return not self._abandoned
+
+    def _run(self):
+        pending = []
+        stopping = None  # when the group started to shut down
+        idle = 0
+        while stopping is None or pending:
+            if stopping is not None and time.monotonic() - stopping > self.STOP_GRACE_S:
+                for w in pending:  # requests stay with the communicator, aborted next
+                    w.op.reqs = []
+                    w.complete(w.op.error("the process group was destroyed while it was "
+                                          "still pending"))
+                self._abandoned = True
+                return
+            try:  # block for new work only when there is nothing to poll
+                while True:
+                    item = self._queue.get(block=not pending and stopping is None)
+                    if item is None:
+                        stopping = time.monotonic()
+                    else:
+                        item.next_req = 0
+                        pending.append(item)
+                    if self._queue.empty():
+                        break
+            except queue.Empty:
+                pass
+            if not pending:
+                continue
+            finished = [w for w in pending if self._advance(w)]
+            for w in finished:
+                pending.remove(w)
+            if finished or not pending:
+                idle = 0
+                continue
+            idle += 1
+            if idle <= self.YIELD_ROUNDS:
+                time.sleep(0)  # let Python threads run
+            else:
+                time.sleep(min(self.MAX_NAP_S, 10e-6 * (idle - self.YIELD_ROUNDS)))
+
+    def _advance(self, work):
+        """Test work's requests in order; complete it when all are done."""
+        lib, op = self._lib, work.op
+        error = None
+        done = ctypes.c_int()
+        while work.next_req < len(op.reqs):
+            req = op.reqs[work.next_req]
+            rc = lib.gx_test(req, ctypes.byref(done))
+            if not done.value and rc == 0:
+                return False
+            if rc != 0:
+                error = op.error(gx.last_error_text(lib, rc))
+                break
+            error = op.after_wait(work.next_req, req)
+            if error is not None:
+                break
+            work.next_req += 1
+        try:
+            for req in op.reqs:
+                lib.gx_request_free(req)  # after a failure: waits for the rest
+            op.reqs = []
+            if error is None:
+                op.finish()
+        except BaseException as e:  # a bad copy-out must still complete the work
+            error = e if isinstance(e, RuntimeError) else RuntimeError(f"gx {op.what}: {e}")
+        work.complete(error)
+        return True
+
+
+class _Comm:
+    """What outlives the ProcessGroup object until teardown: handle and thread."""
+
+    def __init__(self, lib, handle, completer, name):
+        self.lib, self.handle, self.completer, self.name = lib, handle, completer, name
+
+    def teardown(self):
+        if not self.handle:
+            return
+        clean = self.completer.stop()
+        buf = ctypes.create_string_buffer(512)
+        healthy = self.lib.gx_comm_get_async_error(self.handle, buf, len(buf)) == 0
+        if not clean:
+            self.lib.gx_comm_abort(self.handle)  # fails the abandoned requests
+        elif healthy:
+            self.lib.gx_comm_finalize(self.handle)  # a failure here only delays exit
+        self.lib.gx_comm_destroy(self.handle)
+        self.handle = None
+
+
+def _own_address():
+    """The address other ranks reach this host by: the one this host uses
+    towards GX_MASTER_ADDR / MASTER_ADDR (group rank 0 of a new_group may sit
+    on another host than the job's master), else this host's name."""
+    target = os.environ.get("GX_MASTER_ADDR") or os.environ.get("MASTER_ADDR")
+    if target:
+        try:
+            fam, _, _, _, addr = socket.getaddrinfo(target, 9, type=socket.SOCK_DGRAM)[0]
+            with socket.socket(fam, socket.SOCK_DGRAM) as s:
+                s.connect(addr)  # no packet: only picks the route and source address
+                return s.getsockname()[0]
+        except OSError:
+            return target
+    return socket.gethostname()
+
+
+def _listen_ephemeral(host):
+    """A listening socket on every interface, family of `host`; (sock, port)."""
+    fam = socket.AF_INET
+    try:
+        fam = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)[0][0]
+    except OSError:
+        pass
+    s = socket.socket(fam, socket.SOCK_STREAM)
+    s.bind(("::" if fam == socket.AF_INET6 else "0.0.0.0", 0))
+    s.listen(1024)
+    return s, s.getsockname()[1]
+
+
+_env_lock = threading.Lock()
+
+
+def _gx_init(lib, store, rank, size, timeout_ms, name):
+    """gx_comm_init() for this group, rendezvous advertised through `store`."""
+    sock = None
+    if rank == 0:
+        host = _own_address()
+        sock, port = _listen_ephemeral(host)
+        store.set(_BOOT_KEY, f"{host} {port} {secrets.token_hex(16)}")
+    text = store.get(_BOOT_KEY).decode()
+    host, port, key = text.rsplit(" ", 2)
+    url = f"tcp://[{host}]:{port}" if ":" in host and not host.startswith("[") else \
+        f"tcp://{host}:{port}"
+    cfg = gx.GxConfig.init()
+    cfg.init_method = url.encode()
+    cfg.rank, cfg.world_size = rank, size
+    cfg.job_key = key.encode()
+    cfg.init_timeout_ms = cfg.op_timeout_ms = timeout_ms
+    cfg.name = name.encode()
+    handle = ctypes.c_void_p()
+    # GX_BOOT_LISTEN_FD hands rank 0 its listener (gx-run's own, if inherited,
+    # is for gx_comm_init_env and must not be taken here).
+    with _env_lock:
+        saved = os.environ.pop("GX_BOOT_LISTEN_FD", None)
+        if sock is not None:
+            os.environ["GX_BOOT_LISTEN_FD"] = str(sock.detach())  # gx closes it
+        try:
+            rc = lib.gx_comm_init(ctypes.byref(cfg), ctypes.byref(handle))
+        finally:
+            os.environ.pop("GX_BOOT_LISTEN_FD", None)
+            if saved is not None:
+                os.environ["GX_BOOT_LISTEN_FD"] = saved
+    if rc != 0:
+        raise RuntimeError(f"gx backend: rank {rank} of {size} could not join group '{name}' "
+                           f"at {url}: {gx.last_error_text(lib, rc)}")
+    return handle
+
+
+class ProcessGroupGx(dist.ProcessGroup):
+    """torch.distributed process group whose collectives run over gx (CPU tensors)."""
+
+    RECENT_WORKS = 64
+
+    def __init__(self, store, rank, size, timeout, group_name="default"):
+        super().__init__(rank, size)
+        self._lib = gx.load_library()
+        ms = int(timeout.total_seconds() * 1000) if timeout else 0
+        ms = max(1000, min(ms, 7 * 86400 * 1000)) if ms > 0 else 1800 * 1000
+        self._timeout_s = ms / 1000.0
+        self._recent = collections.deque(maxlen=self.RECENT_WORKS)
+        self._group = f"torch:{group_name}"
+        handle = _gx_init(self._lib, store, rank, size, ms, self._group)
+        completer = _Completer(self._lib, group_name)
+        self._comm = _Comm(self._lib, handle, completer, self._group)
+        self._issue = CollectiveIssuer(self._lib, handle, rank, size, self._group)
+        weakref.finalize(self, self._comm.teardown)
+        atexit.register(self._comm.teardown)
+
+    # -- plumbing -------------------------------------------------------------
+    def _launch(self, op):
+        pending = _Pending(op)
+        work = GxWork(pending, self._timeout_s)
+        # A Python Work lives as long as Python holds it, not as long as C++
+        # does: C++ callers (_broadcast_coalesced, DDP) that call wait() or
+        # get_future() on theirs would find only the C++ base class. So the
+        # work is held until it completes, and the last RECENT_WORKS after
+        # that (bounded: their results may be large tensors).
+        pending.work = work
+        self._recent.append(work)
+        self._comm.completer.submit(pending)
+        return work
+
+    def getBackendName(self):
+        return BACKEND_NAME
+
+    def name(self):
+        return BACKEND_NAME
+
+    def _get_backend_name(self):
+        return BACKEND_NAME
+
+    def shutdown(self):
+        """Finalize and release the gx communicator now (collective)."""
+        self._comm.teardown()
+
+    # -- collectives (signatures as torch.distributed calls them) -------------
+    def allreduce(self, tensors, opts=None):
+        op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
+        return self._launch(self._issue.allreduce(tensors, op))
+
+    def allreduce_coalesced(self, tensors, opts=None):
+        op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
+        return self._launch(self._issue.allreduce(tensors, op, coalesced=True))
+
+    def broadcast(self, tensors, opts=None):
+        root = opts.rootRank if opts is not None else 0
+        return self._launch(self._issue.broadcast(tensors, root))
+
+    def reduce(self, tensors, opts=None):
+        op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
+        return self._launch(self._issue.reduce(tensors, op, opts.rootRank if opts else 0))
+
+    def allgather(self, output_lists, input_tensors, opts=None):
+        return self._launch(self._issue.allgather(output_lists, input_tensors))
+
+    def _allgather_base(self, output, input, opts=None):
+        return self._launch(self._issue.allgather_base(output, input))
+
+    def allgather_coalesced(self, output_lists, input_list, opts=None):
+        return self._launch(self._issue.allgather_coalesced(output_lists, input_list))
+
+    def reduce_scatter(self, outputs, input_lists, opts=None):
+        op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
+        return self._launch(self._issue.reduce_scatter(outputs, input_lists, op))
+
+    def _reduce_scatter_base(self, output, input, opts=None):
+        op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
+        return self._launch(self._issue.reduce_scatter_base(output, input, op))
+
+    def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
+        return self._launch(self._issue.alltoall_base(output, input, output_split_sizes,
+                                                      input_split_sizes))
+
+    def alltoall(self, outputs, inputs, opts=None):
+        return self._launch(self._issue.alltoall(outputs, inputs))
+
+    def gather(self, output_lists, input_tensors, opts=None):
+        return self._launch(self._issue.gather(output_lists, input_tensors,
+                                               opts.rootRank if opts else 0))
+
+    def scatter(self, outputs, input_lists, opts=None):
+        return self._launch(self._issue.scatter(outputs, input_lists,
+                                                opts.rootRank if opts else 0))
+
+    def barrier(self, opts=None):
+        return self._launch(self._issue.barrier())
+
+    def send(self, tensors, dst, tag=0):
+        return self._launch(self._issue.send(tensors, dst, tag))
+
+    def recv(self, tensors, src, tag=0):
+        return self._launch(self._issue.recv(tensors, src, tag))
+
+    def recv_anysource(self, tensors, tag=0):
+        raise RuntimeError("gx backend: recv from any source is not supported; give src=")
+
+
+# Launchers, innermost first, as gx_comm_init_env() reads them (comm_env.c):
+# under mpirun inside a Slurm allocation, Open MPI's rank wins.
+_LAUNCHERS = [("gx-run", "GX_RANK", "GX_SIZE"), ("torchrun", "RANK", "WORLD_SIZE"),
+              ("Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
+              ("MPICH", "PMI_RANK", "PMI_SIZE"), ("Slurm", "SLURM_PROCID", "SLURM_NTASKS")]
+
+
+def launcher_rank_size():
+    """(rank, world_size, launcher) from the launcher that started this process,
+    for init_process_group() under mpirun or srun, which set no RANK/WORLD_SIZE."""
+    for name, rank_var, size_var in _LAUNCHERS:
+        if os.environ.get(rank_var):
+            if not os.environ.get(size_var):
+                raise RuntimeError(f"{rank_var} is set but {size_var} is not")
+            return int(os.environ[rank_var]), int(os.environ[size_var]), name
+    raise RuntimeError("no launcher variables (GX_RANK, RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, "
+                       "SLURM_PROCID): start under gx-run, torchrun, mpirun or srun")
+
+
+def _create(store, rank, size, timeout):
+    return ProcessGroupGx(store, rank, size, timeout)
+
+
+def register():
+    """Register "gx" with torch.distributed (idempotent; done by import gx_torch)."""
+    if BACKEND_NAME.upper() in getattr(dist.Backend, "_plugins", {}):
+        return
+    dist.Backend.register_backend(BACKEND_NAME, _create)
+
+
+__all__ = ["ProcessGroupGx", "GxWork", "register", "launcher_rank_size"]

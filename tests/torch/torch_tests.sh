@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The torch.distributed backend "gx" under each launcher. Usage:
+#   torch_tests.sh BIN_DIR CASE [ARGS...]
+# Needs Debian's python3-torch for /usr/bin/python3 (exit 77 without it);
+# GX_LIBRARY and PYTHONPATH come from ctest.
+set -u
+BIN=$1 CASE=$2
+shift 2
+HERE=$(cd "$(dirname "$0")" && pwd)
+PY=/usr/bin/python3
+RUN="$BIN/gx-run"
+$PY -c 'import torch.distributed' 2>/dev/null ||
+    { echo "SKIP: python3-torch is not installed for $PY (apt-get install python3-torch)"; exit 77; }
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+free_port() { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+case "$CASE" in
+collectives) # every c10d call against computed values
+    exec "$RUN" -n "$1" --timeout 100 $PY "$HERE/collectives_test.py" ;;
+collectives-tcp) # the same over tcp: two fake nodes of n/2 ranks (GX_NODE_ID)
+    exec "$RUN" -n "$1" --timeout 150 sh -c \
+        "GX_NODE_ID=node\$((GX_RANK / ($1 / 2))) exec $PY $HERE/collectives_test.py" ;;
+ddp) # DDP over gx equals DDP over gloo
+    exec "$RUN" -n "$1" --timeout 100 $PY "$HERE/ddp_test.py" --steps 20 --tol "$2" ;;
+kill) # rank 1 dies mid-training: every other rank raises an error naming it
+    n=$1
+    "$RUN" --keep-going -n "$n" --timeout 100 $PY "$HERE/ddp_test.py" --kill 1 --timeout 30 \
+        >"$TMP/out" 2>&1
+    rc=$?
+    cat "$TMP/out"
+    [ $rc -eq 137 ] || { echo "FAIL: gx-run exited $rc, expected 137 (rank 1's SIGKILL)"; exit 1; }
+    pass=$(grep -c '^PASS rank' "$TMP/out")
+    [ "$pass" -eq $((n - 1)) ] || { echo "FAIL: $pass of $((n - 1)) survivors named rank 1"; exit 1; }
+    echo "ok: the $pass surviving ranks raised an error naming rank 1" ;;
+torchrun) # torchrun with a fixed --master_port, nothing gx-specific set
+    # --redirects/--tee 1: Debian's torch 1.13 torchrun fails on Python 3.11
+    # with their default 0 (IntFlag no longer lists 0); see docs/pytorch.md.
+    # A free port can be taken by someone else before torchrun binds it: retry.
+    for try in 1 2 3; do
+        port=$(free_port)
+        env -u GX_RANK -u GX_SIZE -u GX_MASTER_PORT -u GX_MASTER_ADDR -u GX_BOOT_LISTEN_FD \
+            timeout 100 $PY -m torch.distributed.run --redirects 1 --tee 1 \
+            --log_dir "$TMP/logs$try" --nproc_per_node="$1" --master_addr=127.0.0.1 \
+            --master_port="$port" "$HERE/torchrun_check.py" >"$TMP/out" 2>&1
+        rc=$?
+        grep -q "failed to bind to .*:$port (errno: 98" "$TMP/out" || break
+        echo "torchrun: port $port was taken before torchrun bound it; again"
+    done
+    grep -v 'OMP_NUM_THREADS\|^\*\*\*' "$TMP/out"
+    [ $rc -eq 0 ] || { echo "FAIL: torchrun exited $rc"; exit 1; }
+    [ "$(grep -c 'PASS rank' "$TMP/out")" -eq "$1" ] || { echo "FAIL: expected $1 PASS lines"; exit 1; } ;;
+mpirun) # Open MPI's mpirun inside a Slurm allocation (SLURM_PROCID=0 in every rank)
+    command -v mpirun >/dev/null || { echo "SKIP: no mpirun (apt-get install openmpi-bin)"; exit 77; }
+    port=$(free_port)
+    env -u RANK -u WORLD_SIZE -u GX_RANK -u GX_SIZE -u GX_MASTER_PORT timeout 100 \
+        mpirun --allow-run-as-root --oversubscribe -np "$1" -x GX_LIBRARY -x PYTHONPATH \
+        -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT="$port" -x SLURM_PROCID=0 -x SLURM_NTASKS=1 \
+        $PY "$HERE/mpirun_check.py" >"$TMP/out" 2>&1
+    rc=$?
+    grep -v ' WARN ' "$TMP/out"
+    [ $rc -eq 0 ] || { echo "FAIL: mpirun exited $rc"; exit 1; }
+    [ "$(grep -c '^PASS rank' "$TMP/out")" -eq "$1" ] || { echo "FAIL: expected $1 PASS lines"; exit 1; } ;;
+*) echo "unknown case $CASE"; exit 2 ;;
+esac
