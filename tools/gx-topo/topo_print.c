@@ -99,6 +99,7 @@ void topo_print_matrix(FILE *out, const struct gx_topo *topo)
                  "  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)\n"
                  "  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)\n"
                  "  PIX  = Connection traversing at most a single PCIe bridge\n\n");
+    free(l.d);
 }
 
 void topo_print_text(FILE *out, const struct gx_topo *topo, int nranks, const struct gx_topo_placement *pl)
