@@ -207,6 +207,11 @@ gxn_result_t gxn_init(gxn_logger_t log)
     for (int i = 0; i < ndevs; i++)
         gxn_log(GXN_LOG_INFO, "device %d: %s, %d Mb/s, %s", i, devs[i].name, devs[i].speed_mbps,
                 devs[i].pci_path ? devs[i].pci_path : "no PCI path");
+    const char *key = getenv("GX_JOB_KEY");
+    if (!key || !key[0])
+        gxn_log(GXN_LOG_WARN, "GX_JOB_KEY is not set: connections are authenticated with an "
+                "empty key, so any process running this plugin can connect; set the same "
+                "GX_JOB_KEY on every rank");
     inited = true;
     pthread_mutex_unlock(&init_lock);
     return GXN_NCCL_OK;
@@ -245,6 +250,11 @@ int gxn_dom_open(struct gxn_dev *d, struct gxn_dom **out)
         return GX_ENOMEM;
     struct gx_fab_domain_attr attr = GX_FAB_DOMAIN_ATTR_INIT;
     attr.device = d->fab_device[0] ? d->fab_device : NULL;
+    /* Providers take the key as given; the bootstrap layer that reads
+     * GX_JOB_KEY for libgx is not here, so read it (read at every open: a
+     * forked rank may set its own). */
+    const char *key = getenv("GX_JOB_KEY");
+    attr.job_key = key && key[0] ? key : NULL;
     int rc = gx_fab_domain_open(d->prov, &attr, &fd->dom);
     if (rc == GX_OK) {
         rc = gx_fab_cq_open(fd->dom, &fd->cq);

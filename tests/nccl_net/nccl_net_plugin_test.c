@@ -7,7 +7,11 @@
  * from 0 bytes to 8 MiB, a receive smaller than its send (a clear error),
  * CUDA registration (refused by name), and closing.
  *
- * Usage: nccl_net_plugin_test <path to libnccl-net-gx.so> [v8|v9|v10|v11]...
+ * "fork": two processes, as two NCCL ranks: a child with another job key is
+ * refused (its connect fails by name, the listener yields no comm), then a
+ * child with the right key sends messages the parent receives and checks.
+ *
+ * Usage: nccl_net_plugin_test <path to libnccl-net-gx.so> [8|9|10|11|fork]...
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -17,7 +21,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "plugins/nccl-net/nccl_net_abi.h"
 
@@ -328,6 +334,114 @@ static void run_version(void *lib, int v)
     fprintf(stderr, "v%d: %d messages of 0..8 MiB checked\n", v, NMSG);
 }
 
+/* ---- two processes (v11) ---------------------------------------------- */
+
+#define FORK_MSGS 40
+
+static void *init_v11(void)
+{
+    static void *ctx;
+    version = 11;
+    CHECK(((gxn_net_v11_t *)tables)->init(&ctx, 7, NULL, logger, NULL) == GXN_NCCL_OK, "init");
+    return ctx;
+}
+
+/* The connecting rank: exit 0 when it did what `expect_ok` says. */
+static int fork_child(const unsigned char *handle, const char *key, int expect_ok)
+{
+    setenv("GX_JOB_KEY", key, 1);
+    void *ctx = init_v11();
+    unsigned char h[GXN_HANDLE_MAXSIZE];
+    memcpy(h, handle, sizeof(h));
+    void *sc = NULL;
+    struct gxn_dev_handle *dc = NULL;
+    double end = now_s() + DEADLINE_S;
+    gxn_result_t r = GXN_NCCL_OK;
+    while (!sc && r == GXN_NCCL_OK && now_s() < end)
+        r = ((gxn_net_v11_t *)tables)->connect(ctx, 0, h, &sc, &dc);
+    if (!expect_ok) {
+        CHECK(r != GXN_NCCL_OK && !sc, "a connect with the wrong job key must fail");
+        return 0;
+    }
+    CHECK(r == GXN_NCCL_OK && sc, "connect from the child failed");
+    static unsigned char buf[1 << 16];
+    void *mh = NULL;
+    CHECK(T8->reg_mr(sc, buf, sizeof(buf), GXN_PTR_HOST, &mh) == GXN_NCCL_OK, "child regMr");
+    for (int i = 0; i < FORK_MSGS; i++) {
+        size_t n = (size_t)(i * 1637) % sizeof(buf);
+        for (size_t k = 0; k < n; k++)
+            buf[k] = pattern(i, k);
+        void *req = NULL;
+        end = now_s() + DEADLINE_S;
+        while (!req) {
+            CHECK(p_isend(sc, buf, n, i, mh, &req) == GXN_NCCL_OK, "child isend %d", i);
+            CHECK(now_s() < end, "child isend %d got no request", i);
+        }
+        int sz = -1;
+        test_until_done(req, &sz, "child send", i);
+    }
+    CHECK(T8->dereg_mr(sc, mh) == GXN_NCCL_OK && T8->close_send(sc) == GXN_NCCL_OK, "close");
+    return 0;
+}
+
+static void run_fork(void)
+{
+    setenv("GX_JOB_KEY", "nccl-net-plugin-test", 1);
+    void *ctx = init_v11();
+    unsigned char handle[GXN_HANDLE_MAXSIZE];
+    void *lc = NULL, *rc = NULL;
+    CHECK(((gxn_net_v11_t *)tables)->listen(ctx, 0, handle, &lc) == GXN_NCCL_OK, "listen");
+    struct gxn_dev_handle *dc = NULL;
+    for (int round = 0; round < 2; round++) {
+        int good = round == 1;
+        pid_t pid = fork();
+        CHECK(pid >= 0, "fork");
+        if (pid == 0)
+            _exit(fork_child(handle, good ? "nccl-net-plugin-test" : "another-job", good));
+        int status = -1, exited = 0;
+        double end = now_s() + DEADLINE_S;
+        while (!exited || (good && !rc)) { /* accept as NCCL's service thread does */
+            if (!rc)
+                CHECK(T8->accept(lc, &rc, &dc) == GXN_NCCL_OK, "accept");
+            CHECK(good || !rc, "a connection with the wrong job key was accepted");
+            if (!exited && waitpid(pid, &status, WNOHANG) == pid)
+                exited = 1;
+            if (exited && !good)
+                break;
+            if (good && rc)
+                break;
+            CHECK(now_s() < end, "round %d: no outcome in %d s", round, DEADLINE_S);
+        }
+        if (!good) {
+            CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "wrong-key child failed");
+            continue;
+        }
+        static unsigned char buf[1 << 16];
+        void *mh = NULL;
+        CHECK(T8->reg_mr(rc, buf, sizeof(buf), GXN_PTR_HOST, &mh) == GXN_NCCL_OK, "regMr");
+        for (int i = 0; i < FORK_MSGS; i++) {
+            void *req = NULL;
+            end = now_s() + DEADLINE_S;
+            while (!req) {
+                CHECK(p_irecv(rc, buf, sizeof(buf), i, mh, &req) == GXN_NCCL_OK, "irecv %d", i);
+                CHECK(now_s() < end, "irecv %d got no request", i);
+            }
+            int sz = -1;
+            test_until_done(req, &sz, "recv from the child", i);
+            size_t n = (size_t)(i * 1637) % sizeof(buf);
+            CHECK((size_t)sz == n, "message %d from the child: %d bytes, expected %zu", i, sz, n);
+            for (size_t k = 0; k < n; k++)
+                CHECK(buf[k] == pattern(i, k), "message %d byte %zu", i, k);
+        }
+        CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+              "child failed");
+        CHECK(T8->dereg_mr(rc, mh) == GXN_NCCL_OK && T8->close_recv(rc) == GXN_NCCL_OK, "close");
+    }
+    CHECK(T8->close_listen(lc) == GXN_NCCL_OK, "closeListen");
+    fprintf(stderr, "fork: wrong job key refused; %d messages between two processes checked\n",
+            FORK_MSGS);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -346,8 +460,15 @@ int main(int argc, char **argv)
         run_version(lib, 11);
         run_version(lib, 8);
     }
-    for (int i = 2; i < argc; i++)
-        run_version(lib, atoi(argv[i]));
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "fork") == 0) {
+            tables = dlsym(lib, "ncclNetPlugin_v11");
+            CHECK(tables, "ncclNetPlugin_v11 not exported");
+            run_fork();
+        } else {
+            run_version(lib, atoi(argv[i]));
+        }
+    }
     dlclose(lib);
     printf("PASS\n");
     return 0;
