@@ -62,9 +62,9 @@ static void dispatch(const struct gx_fab_cqe *e)
             r->comm->failed = e->status;
     } else if (kind == GXN_OP_CTS_SEND) {
         struct gxn_req *r = ((const struct gxn_op_ref *)(uintptr_t)e->context)->req;
+        /* Its status does not matter: if it failed, so does the receive of
+         * the data it announced; if the data arrived, the peer had it. */
         r->cts_pending = false;
-        if (r->status == GX_OK)
-            r->status = e->status;
     } else if (kind == GXN_OP_CTS_RECV) {
         struct gxn_comm *c = ((struct gxn_cts_slot *)(uintptr_t)e->context)->comm;
         int st = e->status;
