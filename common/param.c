@@ -49,13 +49,16 @@ const char *gx_param_type_name(enum gx_param_type type)
 bool gx_param_is_set(const struct gx_param *p)
 {
     const char *v = getenv(p->name);
-    return v && v[0];
+    return (v && v[0]) || gx_param_nccl_value(p->name, NULL);
 }
 
 const char *gx_param_text(const struct gx_param *p)
 {
     const char *v = getenv(p->name);
-    return (v && v[0]) ? v : p->default_value;
+    if (v && v[0])
+        return v;
+    v = gx_param_nccl_value(p->name, NULL); /* NCCL_* equivalent (param_nccl.c) */
+    return v ? v : p->default_value;
 }
 
 int gx_parse_int(const char *text, long long *out)
@@ -119,7 +122,12 @@ int gx_parse_size(const char *text, size_t *out)
 
 static int malformed(const struct gx_param *p, const char *form)
 {
-    return gx_fail(GX_EINVAL, GX_SUB_PARAM, "%s='%s' is malformed: expected %s", p->name,
+    const char *from = NULL;
+    const char *gx = getenv(p->name);
+    if (!gx || !gx[0])
+        gx_param_nccl_value(p->name, &from);
+    return gx_fail(GX_EINVAL, GX_SUB_PARAM, "%s%s%s%s='%s' is malformed: expected %s", p->name,
+                   from ? " (read from " : "", from ? from : "", from ? ")" : "",
                    gx_param_text(p), form);
 }
 
@@ -218,6 +226,7 @@ static size_t edit_distance(const char *a, const char *b)
 int gx_param_check_environment(void)
 {
     int status = GX_OK;
+    gx_param_nccl_report();
     for (char **e = environ; e && *e; e++) {
         if (strncmp(*e, "GX_", 3) != 0)
             continue;

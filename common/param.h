@@ -53,6 +53,15 @@ int gx_param_size(const struct gx_param *p, size_t *out);
 /** Index of the value within the choices of an ENUM parameter. */
 int gx_param_enum(const struct gx_param *p, int *out);
 
+/** The value of the NCCL_* variable standing in for `gx_name` (translated to
+ *  gx's form), or NULL; `from` (may be NULL) gets its name. param_nccl.c. */
+const char *gx_param_nccl_value(const char *gx_name, const char **from);
+/** The i-th NCCL_* variable gx knows (0 or -1 past the end): its GX_*
+ *  equivalent and whether gx reads it. */
+int gx_param_nccl_at(size_t i, const char **nccl, const char **gx, bool *read);
+/** Say once per variable which NCCL_* values gx reads and which it ignores. */
+void gx_param_nccl_report(void);
+
 /** Parse helpers shared with command-line tools. Return 0 or -1. */
 int gx_parse_int(const char *text, long long *out);
 int gx_parse_bool(const char *text, bool *out);

@@ -94,7 +94,9 @@ struct gx_fab_devinfo {
 
 struct gx_fab_domain_attr {
     size_t size;           /* sizeof(struct gx_fab_domain_attr) */
-    const char *job_key;   /* authenticates every connection; NULL = GX_JOB_KEY */
+    const char *job_key;   /* authenticates every connection; NULL = the empty key
+                              (callers read GX_JOB_KEY: the communicator, gx-bw,
+                              the NCCL plugin) */
     int rank;              /* this process's rank (logs, handshake); -1 unknown */
     const char *device;    /* provider device name; NULL = provider's choice */
     enum gx_topo_path gpu_path; /* this rank's GPU to `device` (GPUDirect verdict) */

@@ -90,6 +90,9 @@ trap 'exit 130' INT TERM
 
 mpirun_base=(mpirun --allow-run-as-root --oversubscribe)
 common=(-n "$iters" -w "$warmup" -z "$blocking" -c 0 -d float -o sum)
+# gx-perf's -z follows nccl-tests: 2 is "wait for each, no barrier", what -z 1
+# means to the MPI and Gloo benchmarks.
+gx_common=(-n "$iters" -w "$warmup" -z "$([ "$blocking" = 1 ] && echo 2 || echo 0)" -c 0 -d float -o sum)
 T=900 # seconds before one tool's run is stopped
 
 # run_tool SCEN TOOL RUN SIZEARGS... -- CMD...: CMD's CSV (sizes appended)
@@ -133,7 +136,7 @@ scenario_2x1() {
         for tool in $(rotate "$run" gx ompi gloo); do
             case $tool in
             gx) run_tool "2x1-$part" gx "$run" "$gxrun" -n 2 "$gxperf" all_reduce "${sizes[@]}" \
-                    "${common[@]}" "${extra[@]}" --csv --no-progress ;;
+                    "${gx_common[@]}" "${extra[@]}" --csv --no-progress ;;
             ompi) run_tool "2x1-$part" ompi "$run" "${mpirun_base[@]}" -np 2 --mca btl self,vader \
                     "$mpibench" "${sizes[@]}" "${common[@]}" "${extra[@]}" --csv ;;
             gloo) run_tool "2x1-$part" gloo "$run" "$python" "$gloo" --nproc 2 "${sizes[@]}" \
@@ -148,7 +151,7 @@ scenario_4x1() {
     for tool in $(rotate "$run" gx ompi gloo); do
         case $tool in
         gx) run_tool 4x1 gx "$run" "$gxrun" -n 4 "$gxperf" all_reduce "${sizes[@]}" \
-                "${common[@]}" --csv --no-progress ;;
+                "${gx_common[@]}" --csv --no-progress ;;
         ompi) run_tool 4x1 ompi "$run" "${mpirun_base[@]}" -np 4 --mca btl self,vader \
                 "$mpibench" "${sizes[@]}" "${common[@]}" --csv ;;
         gloo) run_tool 4x1 gloo "$run" "$python" "$gloo" --nproc 4 "${sizes[@]}" \
@@ -236,9 +239,9 @@ scenario_netns() {
         port=$((20000 + (RANDOM % 20000)))
         case $tool in
         gx-tcp) run_tool netns gx-tcp "$run" gx_netns "$port" tcp "$gxperf" all_reduce \
-                "${sizes[@]}" "${common[@]}" --csv --no-progress ;;
+                "${sizes[@]}" "${gx_common[@]}" --csv --no-progress ;;
         gx) run_tool netns gx "$run" gx_netns "$port" "" "$gxperf" all_reduce "${sizes[@]}" \
-                "${common[@]}" --csv --no-progress ;;
+                "${gx_common[@]}" --csv --no-progress ;;
         ompi-tcp) run_tool netns ompi-tcp "$run" ip netns exec "$nsA" "${mpins[@]}" \
                 --mca btl self,tcp --mca btl_tcp_if_include gxp0 "$mpibench" "${sizes[@]}" \
                 "${common[@]}" --csv ;;

@@ -113,7 +113,7 @@ port=18700
 gxbw() { # provider, args... -> JSON on stdout
   local prov=$1; shift
   port=$((port + 1))
-  GX_SOCKET_IFNAME=lo "$bw" -p "$port" 2>/dev/null &
+  GX_SOCKET_IFNAME=lo "$bw" -p "$port" >/dev/null 2>&1 &
   local spid=$!
   sleep 0.3
   GX_SOCKET_IFNAME=lo "$bw" --provider "$prov" --json -p "$port" "$@" 127.0.0.1

@@ -74,6 +74,7 @@ struct tcp_stream {
     char *rx_dest;
     uint64_t rx_left;
     struct tcp_rxslot *rx_slot;
+    bool rx_eof;   /* the peer closed this stream cleanly, between frames */
 };
 
 enum tcp_ep_state { EP_CONNECTING, EP_ESTABLISHED, EP_ERROR };

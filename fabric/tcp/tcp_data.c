@@ -299,6 +299,15 @@ static void rx_io_end(struct tcp_ep *ep, struct tcp_stream *s, ssize_t n)
         return;
     int err = n == 0 ? 0 : errno;
     bool midframe = s->rx_state == RX_PAYLOAD || s->rx_hdr_got > 0;
+    if (n == 0 && !midframe) {
+        /* A clean close between frames: what the peer wrote on its other
+         * streams before closing is still to be read, so the endpoint fails
+         * only once every stream has ended. */
+        s->rx_eof = true;
+        for (int i = 0; i < ep->nstreams; i++)
+            if (!ep->streams[i].rx_eof)
+                return;
+    }
     if (n == 0)
         ep_fail(ep, GX_EPEER, 0, "peer closed the connection%s (process exited or endpoint closed)",
                 midframe ? " in the middle of a frame" : "");
@@ -309,7 +318,7 @@ static void rx_io_end(struct tcp_ep *ep, struct tcp_stream *s, ssize_t n)
 
 static void stream_rx(struct tcp_ep *ep, struct tcp_stream *s)
 {
-    while (ep->state == EP_ESTABLISHED) {
+    while (ep->state == EP_ESTABLISHED && !s->rx_eof) {
         if (s->rx_state == RX_HDR) {
             if (s->rx_hdr_got < sizeof(s->rx_hdr)) {
                 ssize_t n = recv(s->fd, (char *)&s->rx_hdr + s->rx_hdr_got,

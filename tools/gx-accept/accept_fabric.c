@@ -203,7 +203,7 @@ static int sweep_one(struct accept_ctx *x, const struct accept_sweep_spec *sp, c
          size *= sp->factor, k++) {
         accept_progress(x, "%s sweep, %.0f bytes", name, size);
         struct perf_counts c;
-        coll->counts((size_t)size / 4, x->nranks, &c);
+        coll->counts((size_t)size / 4, perf_coll_align(4), x->nranks, &c);
         for (int i = 0; i < 2 && !rc; i++) /* warm-up */
             rc = coll->call(x->comm, sendbuf, recvbuf, c.param, GX_FLOAT32, GX_SUM, 0, NULL);
         if (!rc)
@@ -315,7 +315,7 @@ int accept_soak(struct accept_ctx *x)
         size_t esize = gx_datatype_size(t);
         size_t elems = 16 + mix(i) % (max / esize - 15);
         struct perf_counts c;
-        coll->counts(elems, x->nranks, &c);
+        coll->counts(elems, 1, x->nranks, &c); /* odd sizes on purpose */
         int has_op = (coll->flags & PERF_COLL_HAS_OP) != 0;
         int root = (int)(i % (uint64_t)x->nranks);
         perf_data_poison(r, c.recv * esize);

@@ -1,14 +1,21 @@
 /* bw_transport.c - see bw_transport.h. */
 #include "bw_transport.h"
 
+#include <errno.h>
+#include <netdb.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/sock.h"
 
-int bw_transport_open(struct bw_transport *t, const char *provider, int rank, size_t len,
-                      int server, const char *job_key)
+int bw_transport_open(struct bw_transport *t, const char *provider, const char *device, int rank,
+                      size_t len, int server, const char *job_key)
 {
     memset(t, 0, sizeof(*t));
     const struct gx_fab_provider *prov = gx_fab_provider_find(provider);
@@ -17,6 +24,7 @@ int bw_transport_open(struct bw_transport *t, const char *provider, int rank, si
     struct gx_fab_domain_attr attr = GX_FAB_DOMAIN_ATTR_INIT;
     attr.job_key = job_key;
     attr.rank = rank;
+    attr.device = device && *device ? device : NULL;
     int rc = gx_fab_domain_open(prov, &attr, &t->dom);
     if (rc != GX_OK)
         return rc;
@@ -80,3 +88,50 @@ void bw_transport_close(struct bw_transport *t)
     free(t->rbuf);
     memset(t, 0, sizeof(*t));
 }
+
+/* The default provider: verbs when it is built and finds an active device. */
+const char *bw_default_provider(void)
+{
+    const struct gx_fab_provider *prov;
+    for (size_t i = 0; (prov = gx_fab_provider_at(i)) != NULL; i++) {
+        struct gx_fab_devinfo dev[4];
+        int n = 0;
+        if (strcmp(prov->name, "verbs") == 0 && gx_fab_probe(prov, dev, 4, &n) == GX_OK && n > 0)
+            return "verbs";
+    }
+    return "tcp";
+}
+
+/* One attempt, as perftest makes: a client with no server fails at once. */
+int bw_connect_once(const char *host, long long port, int *fd_out)
+{
+    char service[16];
+    snprintf(service, sizeof(service), "%lld", port);
+    struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res = NULL;
+    int gai = getaddrinfo(host, service, &hints, &res);
+    if (gai != 0) {
+        fprintf(stderr, "gx-bw: Couldn't connect to %s:%lld: %s\n", host, port, gai_strerror(gai));
+        return -1;
+    }
+    int err = 0;
+    for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+        int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+            continue;
+        struct timeval tv = { .tv_sec = 10 };
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+        if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) {
+            freeaddrinfo(res);
+            gx_sock_set_nodelay(fd);
+            *fd_out = fd;
+            return 0;
+        }
+        err = errno;
+        close(fd);
+    }
+    freeaddrinfo(res);
+    fprintf(stderr, "gx-bw: Couldn't connect to %s:%lld: %s (is \"gx-bw -p %lld\" running there "
+            "as the server?)\n", host, port, strerror(err), port);
+    return -1;
+}
+

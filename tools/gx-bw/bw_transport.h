@@ -31,11 +31,17 @@ struct bw_transport {
 };
 
 /** Open the provider, register buffers of `len` bytes, listen if `server`. */
-int bw_transport_open(struct bw_transport *t, const char *provider, int rank, size_t len,
-                      int server, const char *job_key);
+int bw_transport_open(struct bw_transport *t, const char *provider, const char *device, int rank,
+                      size_t len, int server, const char *job_key);
 /** Connect (client) or accept (server) given the exchanged peer card. */
 int bw_transport_connect(struct bw_transport *t, const struct bw_card *peer, int server,
                          int timeout_ms);
 void bw_transport_close(struct bw_transport *t);
+
+/** "verbs" when it is built and finds an active device, else "tcp". */
+const char *bw_default_provider(void);
+/** Connect the control socket with one attempt, as perftest does: a client
+ *  with no server fails at once, naming HOST:PORT on stderr. 0 or -1. */
+int bw_connect_once(const char *host, long long port, int *fd_out);
 
 #endif

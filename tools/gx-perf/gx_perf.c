@@ -14,6 +14,7 @@
  * collectives being measured, so a broken collective cannot hide its errors.
  */
 #include <libgen.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,7 @@
 #include "perf_coll.h"
 #include "perf_data.h"
 #include "perf_opts.h"
+#include "perf_ntjson.h"
 #include "perf_report.h"
 
 #define PERF_WINDOW 4        /* -z 0: non-blocking operations in flight (like a few DDP buckets) */
@@ -140,13 +142,13 @@ static void prepare(struct perf_ctx *x, const struct perf_case *pc)
                    has_op);
 }
 
-static void run_ops(struct perf_ctx *x, const struct perf_case *pc, int n)
+static void run_ops(struct perf_ctx *x, const struct perf_case *pc, int n, int blocking)
 {
     const struct perf_coll *coll = x->o->coll;
     char what[160];
     snprintf(what, sizeof(what), "gx-perf %s of %zu x %s%s", coll->name, pc->c.param,
              perf_dtype_name(pc->dtype), pc->in_place ? " in place" : "");
-    if (x->o->blocking) {
+    if (blocking) {
         for (int i = 0; i < n; i++) {
             int rc = coll->call(x->comm, pc->send, pc->recv, pc->c.param, pc->dtype, pc->op,
                                 pc->root, NULL);
@@ -173,25 +175,79 @@ static void run_ops(struct perf_ctx *x, const struct perf_case *pc, int n)
     }
 }
 
+static void barrier_or_die(struct perf_ctx *x, const char *when)
+{
+    int rc = gx_barrier(x->comm);
+    if (rc)
+        die(x, when, rc);
+}
+
+/* The timed part, per -z as nccl-tests means it: 0 every operation issued
+ * non-blocking, then all waited for; 1 each waited for, then a barrier; 2
+ * each waited for; 3 each waited for, and a barrier after each iteration of
+ * -m operations that the time leaves out. Returns seconds per operation. */
+static double timed_ops(struct perf_ctx *x, const struct perf_case *pc)
+{
+    const struct perf_opts *o = x->o;
+    int total = o->iters * o->agg_iters;
+    if (o->blocking == 0) {
+        double t0 = now_s();
+        run_ops(x, pc, total, 0);
+        return (now_s() - t0) / total;
+    }
+    double t = 0, t0 = now_s();
+    for (int i = 0; i < o->iters; i++) {
+        for (int a = 0; a < o->agg_iters; a++) {
+            run_ops(x, pc, 1, 1);
+            if (o->blocking == 1)
+                barrier_or_die(x, "gx_barrier after an operation (-z 1)");
+        }
+        if (o->blocking == 3) {
+            t += now_s() - t0;
+            barrier_or_die(x, "gx_barrier after an iteration (-z 3)");
+            t0 = now_s();
+        }
+    }
+    if (o->blocking != 3)
+        t = now_s() - t0;
+    return t / total;
+}
+
+/* -T: a measurement that outlives its deadline stops the program. */
+static char timeout_msg[256];
+
+static void on_timeout(int sig)
+{
+    (void)sig;
+    ssize_t w = write(STDERR_FILENO, timeout_msg, strlen(timeout_msg));
+    (void)w;
+    _exit(1);
+}
+
 static void measure(struct perf_ctx *x, const struct perf_case *pc, struct perf_result *res)
 {
     const struct perf_opts *o = x->o;
+    if (o->timeout_s > 0) {
+        snprintf(timeout_msg, sizeof(timeout_msg),
+                 "gx-perf: rank %d: -T %d: %s of %zu x %s%s did not finish in %d s\n", x->rank,
+                 o->timeout_s, o->coll->name, pc->c.param, perf_dtype_name(pc->dtype),
+                 pc->in_place ? " in place" : "", o->timeout_s);
+        alarm((unsigned)o->timeout_s);
+    }
     prepare(x, pc);
-    run_ops(x, pc, o->warmup);
-    int rc = gx_barrier(x->comm);
-    if (rc)
-        die(x, "gx_barrier before timing", rc);
-    double t0 = now_s();
-    run_ops(x, pc, o->iters);
-    struct rank_figures mine = { (now_s() - t0) / o->iters, 0 };
+    run_ops(x, pc, o->warmup, o->blocking != 0);
+    barrier_or_die(x, "gx_barrier before timing");
+    struct rank_figures mine = { timed_ops(x, pc), 0 };
 
     for (int k = 0; k < o->check; k++) {
         prepare(x, pc);
-        run_ops(x, pc, 1);
+        run_ops(x, pc, 1, o->blocking != 0);
         mine.wrong += (long long)perf_data_check(o->coll, pc->recv, pc->dtype, pc->c.recv,
                                                  pc->c.param, x->rank, x->nranks, pc->root,
                                                  pc->op);
     }
+    if (o->timeout_s > 0)
+        alarm(0);
     double t = 0;
     long long wrong = 0;
     combine(x, mine, &t, &wrong);
@@ -251,35 +307,37 @@ static void progress(struct perf_ctx *x, const char *label, size_t size)
     x->progress_shown = 1;
 }
 
-static void sweep(struct perf_ctx *x, enum gx_datatype dtype, enum gx_redop op,
+static void sweep(struct perf_ctx *x, enum gx_datatype dtype, enum gx_redop op, int root,
                   struct perf_summary *sum, double *bw_total, int *bw_rows)
 {
     const struct perf_opts *o = x->o;
     const struct perf_coll *coll = o->coll;
     int has_op = (coll->flags & PERF_COLL_HAS_OP) != 0;
-    int root = (coll->flags & PERF_COLL_HAS_ROOT) ? o->root : -1;
     size_t esize = gx_datatype_size(dtype);
     char label[96];
     snprintf(label, sizeof(label), "%s %s%s%s", coll->name, perf_dtype_name(dtype),
              has_op ? " " : "", has_op ? gx_redop_name(op) : "");
 
+    char *sbase = x->sendbuf + (size_t)o->unalign * esize; /* -u */
+    char *rbase = x->recvbuf + (size_t)o->unalign * esize;
+    for (int cycle = 0; cycle < o->run_cycles; cycle++)
     for (size_t size = o->min_bytes;;) {
         progress(x, label, size);
         struct perf_case pc = { .dtype = dtype, .op = op, .root = root < 0 ? 0 : root,
                                 .esize = esize };
-        coll->counts(size / esize, x->nranks, &pc.c);
+        coll->counts(size / esize, perf_coll_align(esize), x->nranks, &pc.c);
         struct perf_row row = {
             .bytes = (pc.c.send > pc.c.recv ? pc.c.send : pc.c.recv) * esize,
-            .count = size / esize, .dtype = dtype, .redop = has_op ? gx_redop_name(op) : "none",
+            .count = pc.c.param, .dtype = dtype, .redop = has_op ? gx_redop_name(op) : "none",
             .root = root,
         };
-        pc.send = x->sendbuf;
-        pc.recv = x->recvbuf;
+        pc.send = sbase;
+        pc.recv = rbase;
         measure(x, &pc, &row.out_of_place);
         if (coll->flags & PERF_COLL_INPLACE) {
             pc.in_place = 1;
-            pc.send = x->recvbuf + pc.c.send_inplace_off * (size_t)x->rank * esize;
-            pc.recv = x->recvbuf + pc.c.recv_inplace_off * (size_t)x->rank * esize;
+            pc.send = rbase + pc.c.send_inplace_off * (size_t)x->rank * esize;
+            pc.recv = rbase + pc.c.recv_inplace_off * (size_t)x->rank * esize;
             measure(x, &pc, &row.in_place);
         }
         x->steps_done++;
@@ -289,6 +347,7 @@ static void sweep(struct perf_ctx *x, enum gx_datatype dtype, enum gx_redop op,
                 x->progress_shown = 0;
             }
             perf_report_row(stdout, o, x->nranks, &row);
+            perf_ntjson_row(o, &row);
             const struct perf_result *res[2] = { &row.out_of_place, &row.in_place };
             for (int k = 0; k < 2; k++) {
                 if (!res[k]->ran)
@@ -361,7 +420,7 @@ int main(int argc, char **argv)
         die(&x, "gx_comm_init_env (run gx-perf under gx-run, torchrun or mpirun)", rc);
     x.rank = gx_comm_rank(x.comm);
     x.nranks = gx_comm_size(x.comm);
-    if ((o.coll->flags & PERF_COLL_HAS_ROOT) && o.root >= x.nranks) {
+    if ((o.coll->flags & PERF_COLL_HAS_ROOT) && o.root >= x.nranks) { /* -1: every root */
         if (x.rank == 0)
             fprintf(stderr, "gx-perf: -r/--root %d is out of range for %d ranks\n", o.root,
                     x.nranks);
@@ -377,20 +436,34 @@ int main(int argc, char **argv)
         return 1;
     }
     gather_rank_info(&x, ranks);
-    x.sendbuf = alloc_buffer(o.max_bytes);
-    x.recvbuf = alloc_buffer(o.max_bytes);
+    x.sendbuf = alloc_buffer(o.max_bytes + (size_t)o.unalign * 8);
+    x.recvbuf = alloc_buffer(o.max_bytes + (size_t)o.unalign * 8);
+    int root_lo = 0, root_hi = 0; /* collectives without a root print -1 */
+    if (!(o.coll->flags & PERF_COLL_HAS_ROOT))
+        root_lo = root_hi = -1;
+    else if (o.root >= 0)
+        root_lo = root_hi = o.root;
+    else
+        root_hi = x.nranks - 1;
+    if (o.timeout_s > 0)
+        signal(SIGALRM, on_timeout);
     x.start_s = now_s();
     x.progress_tty = isatty(STDERR_FILENO);
-    x.steps_total = count_sizes(&o) * o.ndtypes * o.nops;
-    if (x.rank == 0)
+    x.steps_total = count_sizes(&o) * o.ndtypes * o.nops * (root_hi - root_lo + 1) *
+                    o.run_cycles;
+    if (x.rank == 0) {
+        if (o.json_file && perf_ntjson_open(stdout, &o, argc, argv) == 0)
+            perf_ntjson_config(&o, x.nranks, ranks);
         perf_report_begin(stdout, &o, x.nranks, gx_comm_node_count(x.comm), ranks);
+    }
 
     struct perf_summary sum = { .checked = o.check > 0 };
     double bw_total = 0;
     int bw_rows = 0;
     for (int t = 0; t < o.ndtypes; t++)
         for (int k = 0; k < o.nops; k++)
-            sweep(&x, o.dtypes[t], o.ops[k], &sum, &bw_total, &bw_rows);
+            for (int root = root_lo; root <= root_hi; root++)
+                sweep(&x, o.dtypes[t], o.ops[k], root, &sum, &bw_total, &bw_rows);
 
     int status = 0;
     if (x.rank == 0) {
@@ -399,11 +472,12 @@ int main(int argc, char **argv)
         sum.avg_busbw = bw_rows ? bw_total / bw_rows : 0;
         sum.bw_failed = o.min_bw >= 0 && sum.avg_busbw < o.min_bw;
         perf_report_end(stdout, &o, &sum);
+        perf_ntjson_end(&o, &sum);
         if (sum.wrong)
             fprintf(stderr, "gx-perf: %lld wrong elements (see #wrong)\n", sum.wrong);
         if (sum.bw_failed)
-            fprintf(stderr, "gx-perf: average bus bandwidth %g GB/s is below --min-bw %g\n",
-                    sum.avg_busbw, o.min_bw);
+            fprintf(stderr, "gx-perf: average bus bandwidth %g GB/s is below %s (%g GB/s "
+                    "after its tolerance)\n", sum.avg_busbw, o.min_bw_from, o.min_bw);
         status = sum.wrong || sum.bw_failed ? 1 : 0;
     }
     rc = gx_comm_finalize(x.comm);

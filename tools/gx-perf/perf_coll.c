@@ -15,29 +15,37 @@
 
 /* ---- counts ----------------------------------------------------------- */
 
-static void counts_whole(size_t count, int n, struct perf_counts *c)
+static void counts_whole(size_t count, size_t align, int n, struct perf_counts *c)
 {
-    (void)n;
+    (void)n, (void)align;
     *c = (struct perf_counts){ .send = count, .recv = count, .param = count };
 }
 
-static void counts_gather_like(size_t count, int n, struct perf_counts *c)
+/* A rank's share of `count`, rounded down to a multiple of `align` elements
+ * (a power of two; 1 = no rounding). */
+static size_t per_rank(size_t count, size_t align, int n)
 {
     size_t per = count / (size_t)n;
+    return align > 1 ? per & ~(align - 1) : per;
+}
+
+static void counts_gather_like(size_t count, size_t align, int n, struct perf_counts *c)
+{
+    size_t per = per_rank(count, align, n);
     *c = (struct perf_counts){ .send = per, .recv = per * (size_t)n, .param = per,
                                .send_inplace_off = per, .recv_inplace_off = 0 };
 }
 
-static void counts_scatter_like(size_t count, int n, struct perf_counts *c)
+static void counts_scatter_like(size_t count, size_t align, int n, struct perf_counts *c)
 {
-    size_t per = count / (size_t)n;
+    size_t per = per_rank(count, align, n);
     *c = (struct perf_counts){ .send = per * (size_t)n, .recv = per, .param = per,
                                .send_inplace_off = 0, .recv_inplace_off = per };
 }
 
-static void counts_alltoall(size_t count, int n, struct perf_counts *c)
+static void counts_alltoall(size_t count, size_t align, int n, struct perf_counts *c)
 {
-    size_t per = count / (size_t)n;
+    size_t per = per_rank(count, align, n);
     *c = (struct perf_counts){ .send = per * (size_t)n, .recv = per * (size_t)n, .param = per };
 }
 

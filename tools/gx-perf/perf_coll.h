@@ -45,8 +45,10 @@ struct perf_coll {
     const char *name;       /* "all_reduce": the gx-perf subcommand */
     const char *alias;      /* "allreduce" */
     unsigned flags;
-    /** Counts for `count` elements (size / element size) over n ranks. */
-    void (*counts)(size_t count, int nranks, struct perf_counts *c);
+    /** Counts for `count` elements over n ranks; per-rank shares are rounded
+     *  down to a multiple of `align` elements (1 = none; nccl-tests rounds to
+     *  16 bytes: perf_coll_align()). */
+    void (*counts)(size_t count, size_t align, int nranks, struct perf_counts *c);
     /** busbw = algbw * bus_factor(n); algbw = algbw_elems(param, n) * elt / time. */
     double (*bus_factor)(int nranks);
     size_t (*algbw_elems)(size_t param, int nranks);
@@ -59,6 +61,12 @@ struct perf_coll {
 
 /** The collective named `name` (its name, alias or "<name>_perf"), or NULL. */
 const struct perf_coll *perf_coll_find(const char *name);
+
+/** nccl-tests' rounding of per-rank shares: 16 bytes in elements of `esize`. */
+static inline size_t perf_coll_align(size_t esize)
+{
+    return esize && esize < 16 ? 16 / esize : 1;
+}
 
 /** Names of every collective, space separated, for usage text. */
 const char *perf_coll_names(void);

@@ -1,10 +1,14 @@
 /*
  * perf_opts.c - gx-perf's command line (see perf_opts.h).
  *
- * Flags and defaults are nccl-tests' (v2.13): -b 32M -e 32M -i 1M -f 1
- * -n 20 -w 5 -o sum -d float -r 0 -c 1 -z 0 -a 1, with the same long names,
- * so scripts written for all_reduce_perf work unchanged. -t and -g must be 1
- * (gx runs one rank per process: start more with gx-run -n N).
+ * Flags and defaults are nccl-tests' (v2.19): -b 32M -e 32M -i 1M -f 1
+ * -n 20 -m 1 -w 5 -N 1 -o sum -d float -r 0 -c 1 -z 0 -a 1, with the same long
+ * names, so scripts written for all_reduce_perf work unchanged. Every other
+ * nccl-tests flag is accepted with its meaning (-m -N -T -C -S -J -u, -z 0..3,
+ * -r -1), accepted where it cannot change anything for host buffers (-p -y
+ * -R, and -G/-D/-I/-K/-M at 0), or refused with "not supported in gx-perf"
+ * (-G/-D/-I/-K/-M above 0, -x, -V). -t and -g must be 1 (gx runs one rank per
+ * process: start more with gx-run -n N).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -60,19 +64,43 @@ static void usage(FILE *f)
             "  -o, --op OP              sum prod min max avg, or all (default sum)\n"
             "  -d, --datatype TYPE      int8 uint8 int32 uint32 int64 uint64 half bfloat16\n"
             "                           float double, or all (default float)\n"
-            "  -r, --root R             root of broadcast/reduce/gather/scatter (default 0)\n"
+            "  -r, --root R             root of broadcast/reduce/gather/scatter (default 0);\n"
+            "                           -1: a sweep for every root in turn\n"
             "  -c, --check N            check the result N times per size; 0 = no check\n"
             "                           (#wrong reads N/A) (default 1)\n"
-            "  -z, --blocking 0|1       1: blocking calls, each waited for; 0: non-blocking\n"
-            "                           calls, all issued, then waited for (default 0)\n"
+            "  -z, --blocking 0-3       0: non-blocking calls, all issued, then waited for;\n"
+            "                           1: each waited for, then a barrier; 2: each waited\n"
+            "                           for, no barrier; 3: each waited for, a barrier after\n"
+            "                           each iteration of -m operations, left out of the\n"
+            "                           time (nccl-tests' meanings) (default 0)\n"
+            "  -m, --agg_iters N        operations per timed iteration (default 1)\n"
+            "  -N, --run_cycles N       run the sweep N times, printing each (default 1)\n"
             "  -a, --average 0-3        time reported: 0 rank 0's, 1 mean, 2 min, 3 max over\n"
             "                           ranks (default 1)\n"
+            "  -T, --timeout S          a measurement that takes longer than S seconds\n"
+            "                           stops gx-perf with exit 1 (default 0: none)\n"
+            "  -C, --report_cputime 0|1 label the time column cputime (gx-perf always times\n"
+            "                           with the host clock)\n"
+            "  -S, --report_timestamps 0|1  end each row with the time it was measured\n"
+            "  -J, --output_file FILE   also write nccl-tests' JSON to FILE (FILE.0, .1 ...\n"
+            "                           when it exists)\n"
+            "  -u, --unalign N          buffers start N elements past their alignment\n"
+            "  -p, -y, -R               accepted; no effect on host buffers (one rank per\n"
+            "                           process, no CUDA streams, gx registers itself)\n"
+            "  -G, -D, -I, -K, -M       accepted at 0; above 0: not supported in gx-perf\n"
+            "                           (CUDA graphs, device API, per-iteration and memory\n"
+            "                           reports); -x and -V: not supported in gx-perf\n"
             "      --min-bw GB/S        exit 1 when the average bus bandwidth is lower\n"
+            "  NCCL_TESTS_MIN_BW=GB/S   as nccl-tests: exit 1 when the average bus bandwidth\n"
+            "                           is below 90%% of it\n"
             "      --json               print one JSON document instead of the table\n"
             "      --csv                print CSV rows instead of the table\n"
             "      --no-progress        no progress line on stderr for long sweeps\n"
             "  -h, --help               this help\n\n"
-            "Sizes are total bytes as in nccl-tests (all_gather: the gathered buffer).\n"
+            "Sizes are total bytes as in nccl-tests (all_gather: the gathered buffer);\n"
+            "count is the count passed to the collective, per rank for all_gather,\n"
+            "reduce_scatter, alltoall, gather and scatter, whose per-rank shares round\n"
+            "down to 16 bytes as in nccl-tests.\n"
             "algbw = size / time, busbw = algbw * factor: all_reduce 2(n-1)/n; all_gather,\n"
             "reduce_scatter, alltoall, gather, scatter (n-1)/n; broadcast, reduce 1.\n"
             "GB/s is 10^9 bytes per second. Warm-up runs before every timed size.\n"
@@ -184,6 +212,22 @@ static int parse_ops(const struct parse_ctx *p, const char *text, struct perf_op
 
 enum { OPT_MIN_BW = 256, OPT_JSON, OPT_CSV, OPT_NO_PROGRESS };
 
+/* nccl-tests flags that cannot mean anything for gx: accepted at 0 (their
+ * default), refused above. */
+static int only_zero(const struct parse_ctx *p, char flag, const char *text, const char *what)
+{
+    char name[4] = { '-', flag, 0 };
+    int v = 0;
+    int rc = parse_int(p, name, text, 0, 1 << 30, &v);
+    if (rc == 0 && v != 0) {
+        if (p->loud)
+            fprintf(stderr, "gx-perf: -%c %d: %s is not supported in gx-perf (only -%c 0)\n",
+                    flag, v, what, flag);
+        rc = 2;
+    }
+    return rc;
+}
+
 int perf_opts_parse(int argc, char **argv, const struct perf_coll *prog_coll, int loud,
                     struct perf_opts *o)
 {
@@ -206,6 +250,23 @@ int perf_opts_parse(int argc, char **argv, const struct perf_coll *prog_coll, in
         { "json", no_argument, NULL, OPT_JSON },
         { "csv", no_argument, NULL, OPT_CSV },
         { "no-progress", no_argument, NULL, OPT_NO_PROGRESS },
+        { "agg_iters", required_argument, NULL, 'm' },
+        { "run_cycles", required_argument, NULL, 'N' },
+        { "parallel_init", required_argument, NULL, 'p' },
+        { "stream_null", required_argument, NULL, 'y' },
+        { "timeout", required_argument, NULL, 'T' },
+        { "cudagraph", required_argument, NULL, 'G' },
+        { "report_cputime", required_argument, NULL, 'C' },
+        { "report_timestamps", required_argument, NULL, 'S' },
+        { "output_file", required_argument, NULL, 'J' },
+        { "local_register", required_argument, NULL, 'R' },
+        { "cta_policy", required_argument, NULL, 'x' },
+        { "device_implementation", required_argument, NULL, 'D' },
+        { "device_cta_count", required_argument, NULL, 'V' },
+        { "memory", required_argument, NULL, 'M' },
+        { "unalign", required_argument, NULL, 'u' },
+        { "per_iter_timing", required_argument, NULL, 'I' },
+        { "per_iter_skip", required_argument, NULL, 'K' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -217,12 +278,14 @@ int perf_opts_parse(int argc, char **argv, const struct perf_coll *prog_coll, in
         .ops = { GX_SUM }, .nops = 1, .dtypes = { GX_FLOAT32 }, .ndtypes = 1,
         .root = 0, .check = 1, .blocking = 0, .average = PERF_AVG_MEAN,
         .min_bw = -1, .format = PERF_FORMAT_TABLE, .progress = 1,
+        .agg_iters = 1, .run_cycles = 1,
     };
+    int ignored = 0;
     int rc = 0, one = 0;
     opterr = 0; /* our own messages name the flag */
     int c;
     while (rc == 0 &&
-           (c = getopt_long(argc, argv, ":b:e:i:f:n:w:o:d:r:c:z:a:t:g:h", longopts, NULL)) != -1) {
+           (c = getopt_long(argc, argv, ":b:e:i:f:n:w:o:d:r:c:z:a:t:g:m:N:p:y:T:G:C:S:J:R:x:D:V:M:u:I:K:h", longopts, NULL)) != -1) {
         switch (c) {
         case 'b': rc = parse_size(&p, "-b/--minbytes", optarg, &o->min_bytes); break;
         case 'e': rc = parse_size(&p, "-e/--maxbytes", optarg, &o->max_bytes); break;
@@ -237,9 +300,41 @@ int perf_opts_parse(int argc, char **argv, const struct perf_coll *prog_coll, in
         case 'w': rc = parse_int(&p, "-w/--warmup_iters", optarg, 0, 100000000, &o->warmup); break;
         case 'o': rc = parse_ops(&p, optarg, o); break;
         case 'd': rc = parse_dtypes(&p, optarg, o); break;
-        case 'r': rc = parse_int(&p, "-r/--root", optarg, 0, 1 << 30, &o->root); break;
+        case 'r': rc = parse_int(&p, "-r/--root", optarg, -1, 1 << 30, &o->root); break;
         case 'c': rc = parse_int(&p, "-c/--check", optarg, 0, 1000000, &o->check); break;
-        case 'z': rc = parse_int(&p, "-z/--blocking", optarg, 0, 1, &o->blocking); break;
+        case 'z': rc = parse_int(&p, "-z/--blocking", optarg, 0, 3, &o->blocking); break;
+        case 'm': rc = parse_int(&p, "-m/--agg_iters", optarg, 1, 1000000, &o->agg_iters); break;
+        case 'N':
+            rc = parse_int(&p, "-N/--run_cycles", optarg, 0, 1000000, &o->run_cycles);
+            if (rc == 0 && o->run_cycles == 0) {
+                if (loud)
+                    fprintf(stderr, "gx-perf: -N 0 (run forever) is not supported in gx-perf; "
+                            "give a number of cycles\n");
+                rc = 2;
+            }
+            break;
+        case 'T': rc = parse_int(&p, "-T/--timeout", optarg, 0, 1000000, &o->timeout_s); break;
+        case 'C': rc = parse_int(&p, "-C/--report_cputime", optarg, 0, 1, &o->report_cputime); break;
+        case 'S':
+            rc = parse_int(&p, "-S/--report_timestamps", optarg, 0, 1, &o->report_timestamps);
+            break;
+        case 'J': o->json_file = optarg; break;
+        case 'u': rc = parse_int(&p, "-u/--unalign", optarg, 0, 4096, &o->unalign); break;
+        case 'p': rc = parse_int(&p, "-p/--parallel_init", optarg, 0, 1, &ignored); break;
+        case 'y': rc = parse_int(&p, "-y/--stream_null", optarg, 0, 1, &ignored); break;
+        case 'R': rc = parse_int(&p, "-R/--local_register", optarg, 0, 2, &ignored); break;
+        case 'G': rc = only_zero(&p, 'G', optarg, "CUDA graph launch"); break;
+        case 'D': rc = only_zero(&p, 'D', optarg, "the NCCL device implementation"); break;
+        case 'I': rc = only_zero(&p, 'I', optarg, "per-iteration timing"); break;
+        case 'K': rc = only_zero(&p, 'K', optarg, "per-iteration skipping"); break;
+        case 'M': rc = only_zero(&p, 'M', optarg, "the GPU memory report"); break;
+        case 'x':
+        case 'V':
+            if (loud)
+                fprintf(stderr, "gx-perf: -%c (%s) is not supported in gx-perf: gx runs no "
+                        "CUDA kernels\n", c, c == 'x' ? "cta_policy" : "device_cta_count");
+            rc = 2;
+            break;
         case 'a': {
             int v = 0;
             rc = parse_int(&p, "-a/--average", optarg, 0, 3, &v);
@@ -311,6 +406,24 @@ int perf_opts_parse(int argc, char **argv, const struct perf_coll *prog_coll, in
                     perf_coll_names());
         return 2;
     }
+    /* nccl-tests' NCCL_TESTS_MIN_BW, with its 10% tolerance; --min-bw wins. */
+    const char *env_bw = getenv("NCCL_TESTS_MIN_BW");
+    if (o->min_bw >= 0) {
+        o->min_bw_from = "--min-bw";
+    } else if (env_bw && env_bw[0]) {
+        char *end;
+        double v = strtod(env_bw, &end);
+        if (end == env_bw || *end || !(v >= 0)) {
+            if (loud)
+                fprintf(stderr, "gx-perf: NCCL_TESTS_MIN_BW='%s' is not a bandwidth in GB/s\n",
+                        env_bw);
+            return 2;
+        }
+        o->min_bw = v * 0.9;
+        o->min_bw_from = "NCCL_TESTS_MIN_BW";
+    }
+    snprintf(o->prog_name_buf, sizeof(o->prog_name_buf), "%s_perf", o->coll->name);
+    o->prog_name = o->prog_name_buf;
     if (o->min_bytes > o->max_bytes) {
         if (loud)
             fprintf(stderr, "gx-perf: -b/--minbytes %zu is larger than -e/--maxbytes %zu\n",

@@ -1,6 +1,7 @@
 /*
- * perf_opts.h - gx-perf's command line: nccl-tests' flags with their
- * meanings, plus --min-bw, --json, --csv and --no-progress.
+ * perf_opts.h - gx-perf's command line: every nccl-tests flag, each either
+ * with its meaning or refused as "not supported in gx-perf", plus --min-bw,
+ * --json, --csv and --no-progress.
  *
  * Owns parsing and the usage text. Must not touch the communicator: options
  * are parsed before gx_comm_init(), identically on every rank, so every rank
@@ -29,11 +30,21 @@ struct perf_opts {
     int nops;
     enum gx_datatype dtypes[GX_DATATYPE_COUNT];
     int ndtypes;
-    int root;
+    int root;                               /* -1: every root in turn (nccl-tests -r -1) */
     int check;                              /* check iterations per measurement */
-    int blocking;                           /* 1: blocking calls; 0: i-variants, wait at the end */
+    int blocking;                           /* -z 0..3 as nccl-tests (perf_opts.c) */
+    int agg_iters;                          /* -m: operations per timed iteration */
+    int run_cycles;                         /* -N: sweeps, each printed */
+    int timeout_s;                          /* -T: a measurement's deadline; 0 none */
+    int report_cputime;                     /* -C: label the time column "cputime" */
+    int report_timestamps;                  /* -S: a timestamp at the end of each row */
+    int unalign;                            /* -u: buffers start this many elements in */
+    const char *json_file;                  /* -J: nccl-tests' JSON written there */
+    const char *prog_name;                  /* "all_reduce_perf": nccl-tests' name */
+    char prog_name_buf[48];
     enum perf_average average;
     double min_bw;                          /* GB/s; < 0 when not given */
+    const char *min_bw_from;                /* "--min-bw" or "NCCL_TESTS_MIN_BW" */
     enum perf_format format;
     int progress;                           /* 1 auto, 0 never */
 };

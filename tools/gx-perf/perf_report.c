@@ -8,6 +8,7 @@
  */
 #include <math.h>
 #include <string.h>
+#include <time.h>
 
 #include "perf_report.h"
 
@@ -77,6 +78,7 @@ void perf_report_begin(FILE *f, const struct perf_opts *o, int nranks, int nnode
         json_rows = 0;
         return;
     }
+    fprintf(f, "# Collective test starting: %s\n", o->prog_name);
     fprintf(f, "# gx-perf %s: nRanks %d nNodes %d minBytes %zu maxBytes %zu step: %zu(%s) "
             "warmup iters: %d iters: %d agg iters: 1 validation: %d blocking: %d\n",
             o->coll->name, nranks, nnodes, o->min_bytes, o->max_bytes,
@@ -87,15 +89,19 @@ void perf_report_begin(FILE *f, const struct perf_opts *o, int nranks, int nnode
     for (int r = 0; r < nranks; r++)
         fprintf(f, "#  Rank %2d Pid %6d on %10s node %2d peers over %s\n", ranks[r].rank,
                 ranks[r].pid, ranks[r].host, ranks[r].node, ranks[r].providers);
+    if (o->blocking)
+        fprintf(f, "# Blocking Enabled: -z %d\n", o->blocking);
     fprintf(f, "#\n");
+    const char *tcol = o->report_cputime ? "cputime" : "time";
+    const char *ts = o->report_timestamps ? "  timestamp" : "";
     fprintf(f, "# %10s  %12s  %8s  %6s  %6s           out-of-place                       "
             "in-place          \n", "", "", "", "", "");
-    fprintf(f, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s\n", "size",
-            "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time",
-            "algbw", "busbw", "#wrong");
-    fprintf(f, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %5s  %7s  %6s  %6s  %5s\n", "(B)",
+    fprintf(f, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s%s\n", "size",
+            "count", "type", "redop", "root", tcol, "algbw", "busbw", "#wrong", tcol,
+            "algbw", "busbw", "#wrong", ts);
+    fprintf(f, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %5s  %7s  %6s  %6s  %5s%s\n", "(B)",
             "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)",
-            "(GB/s)", "");
+            "(GB/s)", "", o->report_timestamps ? "  (Y-m-d H:M:S)" : "");
     fflush(f);
 }
 
@@ -162,6 +168,13 @@ void perf_report_row(FILE *f, const struct perf_opts *o, int nranks, const struc
                 perf_dtype_name(row->dtype), row->redop, row->root);
         table_result(f, &row->out_of_place);
         table_result(f, &row->in_place);
+        if (o->report_timestamps) {
+            char when[32];
+            time_t now = time(NULL);
+            struct tm tm;
+            strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", localtime_r(&now, &tm));
+            fprintf(f, "  %s", when);
+        }
         fputc('\n', f);
         break;
     }
@@ -193,7 +206,10 @@ void perf_report_end(FILE *f, const struct perf_opts *o, const struct perf_summa
     fprintf(f, "# Avg bus bandwidth    : %g %s\n", s->avg_busbw,
             o->min_bw < 0 ? "" : (s->bw_failed ? "FAILED" : "OK"));
     if (s->bw_failed)
-        fprintf(f, "# (below --min-bw %g GB/s)\n", o->min_bw);
+        fprintf(f, "# (below %s %g GB/s%s)\n", o->min_bw_from,
+                strcmp(o->min_bw_from, "--min-bw") ? o->min_bw / 0.9 : o->min_bw,
+                strcmp(o->min_bw_from, "--min-bw") ? " less nccl-tests' 10% tolerance" : "");
     fprintf(f, "#\n");
+    fprintf(f, "# Collective test concluded: %s\n", o->prog_name);
     fflush(f);
 }

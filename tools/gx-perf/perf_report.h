@@ -30,7 +30,8 @@ struct perf_result {
 
 struct perf_row {
     size_t bytes;       /* max(send, recv) bytes of one rank, as nccl-tests prints */
-    size_t count;       /* size / element size */
+    size_t count;       /* the count passed to gx: per rank for all_gather,
+                           reduce_scatter, alltoall, gather, scatter (nccl-tests) */
     enum gx_datatype dtype;
     const char *redop;  /* "sum" ... or "none" */
     int root;           /* -1 for collectives without one */

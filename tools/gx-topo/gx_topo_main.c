@@ -2,7 +2,7 @@
  * gx-topo - print the machine's GPU/NIC topology as gx sees it and the NIC
  * and CPUs gx would choose for each local rank.
  *
- *   gx-topo [-n RANKS] [--xml FILE] [--hca SPEC] [--json | --dot]
+ *   gx-topo [-n RANKS] [--xml FILE] [--hca SPEC] [-m | --json | --dot]
  */
 #include "gx/gx.h"
 #include "topo_print.h"
@@ -15,10 +15,11 @@
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: gx-topo [-n RANKS] [--xml FILE] [--hca SPEC] [--json | --dot]\n"
+            "usage: gx-topo [-n RANKS] [--xml FILE] [--hca SPEC] [-m | --json | --dot]\n"
             "  -n, --ranks N   show the placement of N local ranks (default: one per GPU, or 1)\n"
             "  -x, --xml FILE  read an hwloc XML topology instead of probing (as GX_TOPO_FILE)\n"
             "      --hca SPEC  RDMA device filter as GX_IB_HCA (\"mlx5_0:1,mlx5_1\", \"^mlx5_2\", \"=mlx5_0\")\n"
+            "  -m, --matrix    only the path matrix and its legend, as nvidia-smi topo -m\n"
             "      --json      machine-readable output\n"
             "      --dot       Graphviz graph (gx-topo --dot | dot -Tsvg > topo.svg)\n"
             "  Environment: GX_TOPO_FILE, GX_TOPO_DUMP, GX_IB_HCA, GX_DEBUG=info.\n");
@@ -31,11 +32,12 @@ int main(int argc, char **argv)
         { "ranks", required_argument, NULL, 'n' }, { "xml", required_argument, NULL, 'x' },
         { "json", no_argument, NULL, OPT_JSON },    { "dot", no_argument, NULL, OPT_DOT },
         { "hca", required_argument, NULL, OPT_HCA }, { "help", no_argument, NULL, 'h' },
+        { "matrix", no_argument, NULL, 'm' },
         { NULL, 0, NULL, 0 },
     };
     int nranks = 0, format = 0, c;
     const char *xml = NULL, *hca = NULL;
-    while ((c = getopt_long(argc, argv, "n:x:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "n:x:mh", opts, NULL)) != -1) {
         switch (c) {
         case 'n': {
             char *end;
@@ -50,6 +52,7 @@ int main(int argc, char **argv)
         case 'x': xml = optarg; break;
         case OPT_JSON: format = 1; break;
         case OPT_DOT: format = 2; break;
+        case 'm': format = 3; break;
         case OPT_HCA: hca = optarg; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
@@ -93,6 +96,8 @@ int main(int argc, char **argv)
         topo_print_json(stdout, topo, nranks, pl);
     else if (format == 2)
         topo_print_dot(stdout, topo);
+    else if (format == 3)
+        topo_print_matrix(stdout, topo);
     else
         topo_print_text(stdout, topo, nranks, pl);
     free(pl);

@@ -62,17 +62,19 @@ static const char *nic_kind_for_nearest(const struct gx_topo *topo, enum gx_topo
     return gx_topo_kind_name(*k);
 }
 
-void topo_print_text(FILE *out, const struct gx_topo *topo, int nranks, const struct gx_topo_placement *pl)
+static int name_width(const struct devlist *l)
+{
+    int w = 7;
+    for (int i = 0; i < l->n; i++)
+        if ((int)strlen(l->d[i].name) + 1 > w)
+            w = (int)strlen(l->d[i].name) + 1;
+    return w;
+}
+
+void topo_print_matrix(FILE *out, const struct gx_topo *topo)
 {
     struct devlist l = devices(topo);
-    int w = 7;
-    for (int i = 0; i < l.n; i++)
-        if ((int)strlen(l.d[i].name) + 1 > w)
-            w = (int)strlen(l.d[i].name) + 1;
-
-    fprintf(out, "Topology: %s (%d NUMA node%s, CPUs %s)\n\n", gx_topo_source(topo), gx_topo_numa_count(topo),
-            gx_topo_numa_count(topo) == 1 ? "" : "s",
-            gx_topo_machine_cpuset(topo)[0] ? gx_topo_machine_cpuset(topo) : "unknown");
+    int w = name_width(&l);
     fprintf(out, "%-*s", w, "");
     for (int j = 0; j < l.n; j++)
         fprintf(out, "%-*s", w, l.d[j].name);
@@ -97,6 +99,18 @@ void topo_print_text(FILE *out, const struct gx_topo *topo, int nranks, const st
                  "  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)\n"
                  "  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)\n"
                  "  PIX  = Connection traversing at most a single PCIe bridge\n\n");
+    free(l.d);
+}
+
+void topo_print_text(FILE *out, const struct gx_topo *topo, int nranks, const struct gx_topo_placement *pl)
+{
+    struct devlist l = devices(topo);
+    int w = name_width(&l);
+
+    fprintf(out, "Topology: %s (%d NUMA node%s, CPUs %s)\n\n", gx_topo_source(topo), gx_topo_numa_count(topo),
+            gx_topo_numa_count(topo) == 1 ? "" : "s",
+            gx_topo_machine_cpuset(topo)[0] ? gx_topo_machine_cpuset(topo) : "unknown");
+    topo_print_matrix(out, topo);
 
     fprintf(out, "Devices:\n\n");
     for (int i = 0; i < l.n; i++) {

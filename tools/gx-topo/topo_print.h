@@ -7,6 +7,8 @@
 
 #include <stdio.h>
 
+/* The path matrix and its legend, as nvidia-smi topo -m prints them. */
+void topo_print_matrix(FILE *out, const struct gx_topo *topo);
 void topo_print_text(FILE *out, const struct gx_topo *topo, int nranks, const struct gx_topo_placement *pl);
 void topo_print_json(FILE *out, const struct gx_topo *topo, int nranks, const struct gx_topo_placement *pl);
 void topo_print_dot(FILE *out, const struct gx_topo *topo);
