@@ -1,0 +1,191 @@
+/*
+ * gpu_mem_test.c - gpudirect/ against the fake libcuda (GX_CUDA_LIB).
+ *
+ *   gpu_mem_test nolib      GX_CUDA_LIB names a missing file: the driver is
+ *                           "not available" and the reason names the path
+ *   gpu_mem_test query      device vs host vs pinned, the range cache (hits,
+ *                           a freed and reused address seen as new), the
+ *                           query from a thread with no current context
+ *   gpu_mem_test fault      a CPU load of a device pointer faults (the fake's
+ *                           guard that makes every staging test meaningful)
+ *   gpu_mem_test error      a failing driver query is an error, not "host"
+ *   gpu_mem_test copy       synchronous copies, the pinned pool's reuse
+ *   gpu_mem_test stream     stream-ordered staging: the copy back lands only
+ *                           after the caller's stream is synchronized
+ */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../unit/check.h"
+#include "common/log.h"
+#include "gpudirect/gpudirect.h"
+
+static void *fake_sym(const char *name)
+{
+    (void)gx_gpu_driver_available(NULL, 0); /* gx opens the library first */
+    void *h = dlopen(getenv("GX_CUDA_LIB"), RTLD_NOW | RTLD_NOLOAD);
+    return h ? dlsym(h, name) : NULL;
+}
+
+static int t_nolib(void)
+{
+    char why[256];
+    CHECK(!gx_gpu_driver_available(why, sizeof(why)), "driver from a missing library");
+    CHECK(strstr(why, "no libcuda") && strstr(why, "/nonexistent/libcuda.so.1"), "%s", why);
+    CHECK(gx_gpu_mem_type(why) == GX_GPU_MEM_HOST, "host without a driver");
+    void *d = NULL;
+    CHECK(gx_gpu_alloc(&d, 64) == GX_EUNSUPPORTED, "alloc without a driver");
+    CHECK_DONE("nolib");
+}
+
+static void *query_thread(void *arg)
+{
+    struct gx_gpu_ptr g;
+    int rc = gx_gpu_ptr_query(arg, &g);
+    return (void *)(intptr_t)(rc == GX_OK && g.type == GX_GPU_MEM_CUDA);
+}
+
+static int t_query(void)
+{
+    char why[256];
+    CHECK(gx_gpu_driver_available(why, sizeof(why)), "%s", why);
+    CHECK(gx_gpu_driver_version() == 12040 && gx_gpu_device_count() == 1, "%d %d",
+          gx_gpu_driver_version(), gx_gpu_device_count());
+    char *d = NULL;
+    CHECK(gx_gpu_alloc((void **)&d, 1 << 20) == GX_OK, "alloc");
+    struct gx_gpu_ptr g;
+    unsigned long long h0, m0, h1, m1;
+    gx_gpu_cache_stats(&h0, &m0);
+    CHECK(gx_gpu_ptr_query(d + 1000, &g) == GX_OK && g.type == GX_GPU_MEM_CUDA, "device");
+    CHECK(g.base == (uintptr_t)d && g.size == 1 << 20 && g.device == 0 && g.ctx, "range");
+    CHECK(gx_gpu_ptr_query(d + 5000, &g) == GX_OK && g.type == GX_GPU_MEM_CUDA, "again");
+    gx_gpu_cache_stats(&h1, &m1);
+    CHECK(h1 == h0 + 1 && m1 == m0 + 1, "one miss then one hit: %llu/%llu", h1 - h0, m1 - m0);
+    pthread_t t;
+    void *ok = NULL;
+    pthread_create(&t, NULL, query_thread, d);
+    pthread_join(t, &ok);
+    CHECK(ok, "query from a thread with no current context");
+    char host[64];
+    CHECK(gx_gpu_mem_type(host) == GX_GPU_MEM_HOST, "stack memory");
+    size_t cap = 0;
+    void *pinned = gx_gpu_pinned_get(100, &cap);
+    CHECK(pinned && gx_gpu_mem_type(pinned) == GX_GPU_MEM_HOST, "pinned host memory");
+    gx_gpu_pinned_put(pinned, cap);
+    /* Free and allocate again (the address is often the same): the old
+     * cache entry must not answer for the new allocation. */
+    unsigned long long id = g.id;
+    CHECK(gx_gpu_free(d) == GX_OK, "free");
+    char *e = NULL;
+    CHECK(gx_gpu_alloc((void **)&e, 1 << 19) == GX_OK, "alloc 2");
+    CHECK(gx_gpu_ptr_query(e, &g) == GX_OK && g.id != id && g.size == 1 << 19, "new id");
+    CHECK(gx_gpu_free(e) == GX_OK, "free 2");
+    CHECK_DONE("query");
+}
+
+static int t_fault(void)
+{
+    char *d = NULL;
+    CHECK(gx_gpu_alloc((void **)&d, 4096) == GX_OK, "alloc");
+    pid_t pid = fork();
+    if (pid == 0) {
+        signal(SIGSEGV, SIG_DFL);
+        volatile char c = *(volatile char *)d;
+        (void)c;
+        _exit(0);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV, "a CPU load of device memory must "
+          "fault (status 0x%x)", st);
+    CHECK_DONE("fault");
+}
+
+static int t_error(void)
+{
+    char *d = NULL;
+    CHECK(gx_gpu_alloc((void **)&d, 4096) == GX_OK, "alloc");
+    setenv("FAKECUDA_FAIL", "cuPointerGetAttributes", 1);
+    struct gx_gpu_ptr g;
+    char host[8];
+    CHECK(gx_gpu_ptr_query(host, &g) == GX_ESYSTEM, "a failing query is an error");
+    CHECK(strstr(gx_last_error(), "cuPointerGetAttributes"), "%s", gx_last_error());
+    unsetenv("FAKECUDA_FAIL");
+    CHECK(gx_gpu_ptr_query(host, &g) == GX_OK && g.type == GX_GPU_MEM_HOST, "recovers");
+    CHECK_DONE("error");
+}
+
+static int t_copy(void)
+{
+    enum { N = 300000 };
+    char *d = NULL;
+    CHECK(gx_gpu_alloc((void **)&d, N) == GX_OK, "alloc");
+    char *a = malloc(N), *b = malloc(N);
+    for (int i = 0; i < N; i++)
+        a[i] = (char)(i * 7);
+    CHECK(gx_gpu_copy_htod(d, a, N) == GX_OK, "htod");
+    CHECK(gx_gpu_copy_dtoh(b, d, N) == GX_OK && memcmp(a, b, N) == 0, "round trip");
+    CHECK(gx_gpu_copy_htod(a, b, 10) == GX_EINVAL, "htod to host memory is refused");
+    size_t cap = 0, cap2 = 0;
+    void *p = gx_gpu_pinned_get(100000, &cap);
+    CHECK(p && cap == 128 * 1024, "cap %zu", cap);
+    gx_gpu_pinned_put(p, cap);
+    void *q = gx_gpu_pinned_get(70000, &cap2);
+    CHECK(q == p && cap2 == cap, "pool reuse");
+    gx_gpu_pinned_put(q, cap2);
+    free(a);
+    free(b);
+    gx_gpu_free(d);
+    CHECK_DONE("copy");
+}
+
+static int t_stream(void)
+{
+    int (*peek)(unsigned long long, void *, size_t) =
+        (int (*)(unsigned long long, void *, size_t))fake_sym("fakecuda_peek");
+    CHECK(peek, "fakecuda_peek");
+    if (!peek)
+        CHECK_DONE("stream");
+    enum { N = 4096 };
+    char *d = NULL;
+    CHECK(gx_gpu_alloc((void **)&d, N) == GX_OK, "alloc");
+    size_t cap;
+    char *h = gx_gpu_pinned_get(N, &cap);
+    memset(h, 0x42, N);
+    void *fence = NULL;
+    CHECK(gx_gpu_stream_stage_out(NULL, d, h, N, &fence) == GX_OK && fence, "stage out");
+    char v[N];
+    peek((uintptr_t)d, v, N);
+    CHECK((unsigned char)v[0] == 0xCD && (unsigned char)v[N - 1] == 0xCD,
+          "poison before the stream is synchronized: %x", (unsigned char)v[0]);
+    CHECK(gx_gpu_stream_wait(NULL, d) == GX_OK, "stream wait");
+    peek((uintptr_t)d, v, N);
+    CHECK(v[0] == 0x42 && v[N - 1] == 0x42, "landed after the caller's stream: %x", v[0]);
+    gx_gpu_pinned_put_after(h, cap, fence);
+    gx_gpu_free(d);
+    CHECK_DONE("stream");
+}
+
+int main(int argc, char **argv)
+{
+    const char *t = argc > 1 ? argv[1] : "";
+    if (!strcmp(t, "nolib"))
+        return t_nolib();
+    if (!strcmp(t, "query"))
+        return t_query();
+    if (!strcmp(t, "fault"))
+        return t_fault();
+    if (!strcmp(t, "error"))
+        return t_error();
+    if (!strcmp(t, "copy"))
+        return t_copy();
+    if (!strcmp(t, "stream"))
+        return t_stream();
+    fprintf(stderr, "usage: gpu_mem_test nolib|query|fault|error|copy|stream\n");
+    return 2;
+}
