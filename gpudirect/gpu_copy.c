@@ -166,6 +166,7 @@ void gx_gpu_pinned_put_after(void *p, size_t cap, void *fence)
     (void)gx_param_size(&gx_param_gpu_stage_pool, &limit);
     struct pinned_block *b = calloc(1, sizeof(*b));
     int k = size_class(cap);
+    bool kept = false;
     if (b) {
         *b = (struct pinned_block){ .p = p, .cap = cap, .fence = fence };
         pthread_mutex_lock(&pool.mu);
@@ -173,20 +174,20 @@ void gx_gpu_pinned_put_after(void *p, size_t cap, void *fence)
             b->next = pool.free[k];
             pool.free[k] = b;
             pool.kept += cap;
-            b = NULL;
+            kept = true;
         }
         pthread_mutex_unlock(&pool.mu);
     }
-    if (!b) { /* not kept: free it once nothing uses it */
-        struct pinned_block tmp = { .p = p, .cap = cap, .fence = fence };
-        block_settle(c, &tmp);
-        if (gx_cu_push(c, NULL, "pinned staging memory") == GX_OK) {
-            c->mem_free_host(p);
-            gx_cu_pop(c);
-        }
+    if (kept)
         return;
-    }
     free(b);
+    /* Not kept: free it once nothing uses it. */
+    struct pinned_block tmp = { .p = p, .cap = cap, .fence = fence };
+    block_settle(c, &tmp);
+    if (gx_cu_push(c, NULL, "pinned staging memory") == GX_OK) {
+        c->mem_free_host(p);
+        gx_cu_pop(c);
+    }
 }
 
 void gx_gpu_pinned_put(void *p, size_t cap)

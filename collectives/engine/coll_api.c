@@ -14,6 +14,7 @@
 #include "collectives/engine/coll.h"
 #include "collectives/comm/comm_internal.h"
 #include "collectives/comm/request.h"
+#include "collectives/comm/stage.h"
 #include "common/log.h"
 
 static bool ranges_overlap(const void *a, size_t alen, const void *b, size_t blen)
@@ -28,7 +29,8 @@ struct buf_use {
     const void *inplace_send;       /* sendbuf value meaning "in place", or NULL */
 };
 
-static int check_args(struct gx_comm *comm, struct coll_args *a, const char *fn)
+static int check_args(struct gx_comm *comm, struct coll_args *a, const char *fn,
+                      struct buf_use *used)
 {
     int n = comm->size, me = comm->rank;
     a->es = gx_datatype_size(a->dtype);
@@ -105,11 +107,19 @@ static int check_args(struct gx_comm *comm, struct coll_args *a, const char *fn)
         return gx_fail(GX_EINVAL, GX_SUB_COLL, "%s: sendbuf %p (%zu bytes) and recvbuf %p (%zu "
                        "bytes) overlap; only the in-place form documented in gx.h is allowed",
                        fn, a->sendbuf, u.send_bytes, a->recvbuf, u.recv_bytes);
+    *used = u;
     return GX_OK;
 }
 
+/* The caller's CUDA stream for the *_stream forms. */
+struct coll_stream {
+    bool use;
+    void *stream;
+};
+static const struct coll_stream no_stream = { false, NULL };
+
 static int coll_start(struct gx_comm *comm, struct coll_args *a, const char *fn,
-                      struct gx_request **req)
+                      struct gx_request **req, const struct coll_stream *cs)
 {
     if (!comm)
         return gx_fail(GX_EINVAL, GX_SUB_COLL, "%s: comm is NULL", fn);
@@ -121,25 +131,42 @@ static int coll_start(struct gx_comm *comm, struct coll_args *a, const char *fn,
         return rc;
     if (!req)
         return gx_fail(GX_EINVAL, GX_SUB_COLL, "%s: req is NULL", fn);
-    rc = check_args(comm, a, fn);
+    struct buf_use u = { 0, 0, NULL };
+    rc = check_args(comm, a, fn, &u);
+    /* Device buffers: pinned host stand-ins for the host algorithms. */
+    struct gx_stage *st = NULL;
+    if (rc == GX_OK)
+        rc = gx_stage_begin(fn, &a->sendbuf, u.send_bytes, &a->recvbuf, u.recv_bytes, cs->use,
+                            cs->stream, &st);
     if (rc != GX_OK) {
         coll_note_rejected(comm, seq, a, rc);
         return rc;
     }
     rc = coll_issue(comm, seq, a, fn, req);
-    return rc == GX_OK ? GX_OK : gx_comm_note_failure(comm, rc);
+    if (rc != GX_OK) {
+        gx_stage_free(st, true);
+        return gx_comm_note_failure(comm, rc);
+    }
+    (*req)->stage = st;
+    return GX_OK;
 }
 
-static int coll_blocking(struct gx_comm *comm, struct coll_args *a, const char *fn)
+static int coll_blocking_on(struct gx_comm *comm, struct coll_args *a, const char *fn,
+                            const struct coll_stream *cs)
 {
     struct gx_request *req = NULL;
     a->will_wait = true; /* no need to wake the progress thread for it */
-    int rc = coll_start(comm, a, fn, &req);
+    int rc = coll_start(comm, a, fn, &req, cs);
     if (rc != GX_OK)
         return rc;
     rc = gx_wait(req, -1);
     gx_request_free(req);
     return rc;
+}
+
+static int coll_blocking(struct gx_comm *comm, struct coll_args *a, const char *fn)
+{
+    return coll_blocking_on(comm, a, fn, &no_stream);
 }
 
 #define ARGS(K, S, R, C, D, O, ROOT)                                           \
@@ -159,7 +186,7 @@ GX_API int gx_iallreduce(struct gx_comm *comm, const void *sendbuf, void *recvbu
 {
     gx_clear_last_error();
     ARGS(COLL_ALLREDUCE, sendbuf, recvbuf, count, dtype, op, -1);
-    return coll_start(comm, &a, "gx_iallreduce", req);
+    return coll_start(comm, &a, "gx_iallreduce", req, &no_stream);
 }
 
 GX_API int gx_broadcast(struct gx_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
@@ -175,7 +202,7 @@ GX_API int gx_ibroadcast(struct gx_comm *comm, const void *sendbuf, void *recvbu
 {
     gx_clear_last_error();
     ARGS(COLL_BROADCAST, sendbuf, recvbuf, count, dtype, GX_REDOP_COUNT, root);
-    return coll_start(comm, &a, "gx_ibroadcast", req);
+    return coll_start(comm, &a, "gx_ibroadcast", req, &no_stream);
 }
 
 GX_API int gx_reduce(struct gx_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
@@ -192,7 +219,7 @@ GX_API int gx_ireduce(struct gx_comm *comm, const void *sendbuf, void *recvbuf, 
 {
     gx_clear_last_error();
     ARGS(COLL_REDUCE, sendbuf, recvbuf, count, dtype, op, root);
-    return coll_start(comm, &a, "gx_ireduce", req);
+    return coll_start(comm, &a, "gx_ireduce", req, &no_stream);
 }
 
 GX_API int gx_allgather(struct gx_comm *comm, const void *sendbuf, void *recvbuf,
@@ -208,7 +235,7 @@ GX_API int gx_iallgather(struct gx_comm *comm, const void *sendbuf, void *recvbu
 {
     gx_clear_last_error();
     ARGS(COLL_ALLGATHER, sendbuf, recvbuf, sendcount, dtype, GX_REDOP_COUNT, -1);
-    return coll_start(comm, &a, "gx_iallgather", req);
+    return coll_start(comm, &a, "gx_iallgather", req, &no_stream);
 }
 
 GX_API int gx_reduce_scatter(struct gx_comm *comm, const void *sendbuf, void *recvbuf,
@@ -225,7 +252,7 @@ GX_API int gx_ireduce_scatter(struct gx_comm *comm, const void *sendbuf, void *r
 {
     gx_clear_last_error();
     ARGS(COLL_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype, op, -1);
-    return coll_start(comm, &a, "gx_ireduce_scatter", req);
+    return coll_start(comm, &a, "gx_ireduce_scatter", req, &no_stream);
 }
 
 GX_API int gx_gather(struct gx_comm *comm, const void *sendbuf, void *recvbuf, size_t sendcount,
@@ -241,7 +268,7 @@ GX_API int gx_igather(struct gx_comm *comm, const void *sendbuf, void *recvbuf, 
 {
     gx_clear_last_error();
     ARGS(COLL_GATHER, sendbuf, recvbuf, sendcount, dtype, GX_REDOP_COUNT, root);
-    return coll_start(comm, &a, "gx_igather", req);
+    return coll_start(comm, &a, "gx_igather", req, &no_stream);
 }
 
 GX_API int gx_scatter(struct gx_comm *comm, const void *sendbuf, void *recvbuf, size_t recvcount,
@@ -258,7 +285,7 @@ GX_API int gx_iscatter(struct gx_comm *comm, const void *sendbuf, void *recvbuf,
 {
     gx_clear_last_error();
     ARGS(COLL_SCATTER, sendbuf, recvbuf, recvcount, dtype, GX_REDOP_COUNT, root);
-    return coll_start(comm, &a, "gx_iscatter", req);
+    return coll_start(comm, &a, "gx_iscatter", req, &no_stream);
 }
 
 GX_API int gx_alltoall(struct gx_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
@@ -274,5 +301,61 @@ GX_API int gx_ialltoall(struct gx_comm *comm, const void *sendbuf, void *recvbuf
 {
     gx_clear_last_error();
     ARGS(COLL_ALLTOALL, sendbuf, recvbuf, count, dtype, GX_REDOP_COUNT, -1);
-    return coll_start(comm, &a, "gx_ialltoall", req);
+    return coll_start(comm, &a, "gx_ialltoall", req, &no_stream);
+}
+
+/* ---- stream-ordered forms (docs/gpu.md) ------------------------------------- */
+#define STREAM_CALL(name)                                                            \
+    struct coll_stream cs = { true, stream };                                        \
+    return coll_blocking_on(comm, &a, name, &cs)
+
+GX_API int gx_allreduce_stream(struct gx_comm *comm, const void *sendbuf, void *recvbuf,
+                               size_t count, enum gx_datatype dtype, enum gx_redop op,
+                               void *stream)
+{
+    gx_clear_last_error();
+    ARGS(COLL_ALLREDUCE, sendbuf, recvbuf, count, dtype, op, -1);
+    STREAM_CALL("gx_allreduce_stream");
+}
+
+GX_API int gx_broadcast_stream(struct gx_comm *comm, const void *sendbuf, void *recvbuf,
+                               size_t count, enum gx_datatype dtype, int root, void *stream)
+{
+    gx_clear_last_error();
+    ARGS(COLL_BROADCAST, sendbuf, recvbuf, count, dtype, GX_REDOP_COUNT, root);
+    STREAM_CALL("gx_broadcast_stream");
+}
+
+GX_API int gx_reduce_stream(struct gx_comm *comm, const void *sendbuf, void *recvbuf,
+                            size_t count, enum gx_datatype dtype, enum gx_redop op, int root,
+                            void *stream)
+{
+    gx_clear_last_error();
+    ARGS(COLL_REDUCE, sendbuf, recvbuf, count, dtype, op, root);
+    STREAM_CALL("gx_reduce_stream");
+}
+
+GX_API int gx_allgather_stream(struct gx_comm *comm, const void *sendbuf, void *recvbuf,
+                               size_t sendcount, enum gx_datatype dtype, void *stream)
+{
+    gx_clear_last_error();
+    ARGS(COLL_ALLGATHER, sendbuf, recvbuf, sendcount, dtype, GX_REDOP_COUNT, -1);
+    STREAM_CALL("gx_allgather_stream");
+}
+
+GX_API int gx_reduce_scatter_stream(struct gx_comm *comm, const void *sendbuf, void *recvbuf,
+                                    size_t recvcount, enum gx_datatype dtype, enum gx_redop op,
+                                    void *stream)
+{
+    gx_clear_last_error();
+    ARGS(COLL_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype, op, -1);
+    STREAM_CALL("gx_reduce_scatter_stream");
+}
+
+GX_API int gx_alltoall_stream(struct gx_comm *comm, const void *sendbuf, void *recvbuf,
+                              size_t count, enum gx_datatype dtype, void *stream)
+{
+    gx_clear_last_error();
+    ARGS(COLL_ALLTOALL, sendbuf, recvbuf, count, dtype, GX_REDOP_COUNT, -1);
+    STREAM_CALL("gx_alltoall_stream");
 }

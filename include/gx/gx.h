@@ -327,6 +327,35 @@ GX_API int gx_alltoall(struct gx_comm *comm, const void *sendbuf, void *recvbuf,
 GX_API int gx_ialltoall(struct gx_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
                         enum gx_datatype dtype, struct gx_request **req);
 
+/* ---------------------------------------------------------------------------
+ * Device (CUDA) buffers. Every collective and point-to-point call above also
+ * accepts CUDA device memory, detected per call (cached per allocation), in
+ * any mix with host memory; gx stages it through pinned host memory and
+ * never touches it with the CPU (docs/gpu.md). The *_stream forms take the
+ * caller's CUDA stream (a CUstream / cudaStream_t passed as void *, NULL for
+ * the legacy default stream): the call reads the buffers only after the
+ * work already queued on `stream`, and work queued on `stream` after the
+ * call sees the result. They return once the exchange is done; the copy
+ * back to device memory may still be queued (on gx's own stream, which
+ * `stream` waits for). Needs the CUDA driver (GX_CUDA_LIB), else
+ * GX_EUNSUPPORTED.
+ * ------------------------------------------------------------------------ */
+GX_API int gx_allreduce_stream(struct gx_comm *comm, const void *sendbuf, void *recvbuf,
+                               size_t count, enum gx_datatype dtype, enum gx_redop op,
+                               void *stream);
+GX_API int gx_broadcast_stream(struct gx_comm *comm, const void *sendbuf, void *recvbuf,
+                               size_t count, enum gx_datatype dtype, int root, void *stream);
+GX_API int gx_reduce_stream(struct gx_comm *comm, const void *sendbuf, void *recvbuf,
+                            size_t count, enum gx_datatype dtype, enum gx_redop op, int root,
+                            void *stream);
+GX_API int gx_allgather_stream(struct gx_comm *comm, const void *sendbuf, void *recvbuf,
+                               size_t sendcount, enum gx_datatype dtype, void *stream);
+GX_API int gx_reduce_scatter_stream(struct gx_comm *comm, const void *sendbuf, void *recvbuf,
+                                    size_t recvcount, enum gx_datatype dtype, enum gx_redop op,
+                                    void *stream);
+GX_API int gx_alltoall_stream(struct gx_comm *comm, const void *sendbuf, void *recvbuf,
+                              size_t count, enum gx_datatype dtype, void *stream);
+
 #include "gx/gx_ddp.h"
 
 #ifdef __cplusplus

@@ -1,0 +1,166 @@
+/*
+ * gpu_calls_check.c - device buffers in the calls coll_check's matrix does
+ * not cover, under gx-run (public API + tests/gpu/devmem.h):
+ *
+ *   gpu_calls_check p2p          a ring of isend/irecv on device buffers;
+ *                                the receive is larger than the message: the
+ *                                count is right and the device bytes past it
+ *                                are untouched
+ *   gpu_calls_check nonblocking  three outstanding iallreduce on device
+ *                                buffers, completed with gx_test in reverse
+ *   gpu_calls_check queryfail    (fake only) the driver's pointer query
+ *                                fails: the call fails with GX_ESYSTEM naming
+ *                                sendbuf on every rank; the comm still works
+ *   gpu_calls_check nodriver     GX_CUDA_LIB names no library: the stream
+ *                                form is GX_EUNSUPPORTED with the reason,
+ *                                host collectives still work
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "devmem.h"
+#include "gx/gx.h"
+
+static int me = -1;
+#define CHECK(cond, ...)                                                                 \
+    do {                                                                                 \
+        if (!(cond)) {                                                                   \
+            fprintf(stderr, "FAIL rank %d line %d: ", me, __LINE__);                     \
+            fprintf(stderr, __VA_ARGS__);                                                \
+            fprintf(stderr, " [last error: %s]\n", gx_last_error());                     \
+            exit(1);                                                                     \
+        }                                                                                \
+    } while (0)
+
+static struct devmem dm;
+
+static void *dev_from(const void *host, size_t len)
+{
+    unsigned long long d = 0;
+    CHECK(dm.alloc(&d, len) == 0 && dm.htod(d, host, len) == 0, "device buffer");
+    return (void *)(uintptr_t)d;
+}
+
+static void to_host(void *host, const void *dev, size_t len)
+{
+    CHECK(dm.dtoh(host, (uintptr_t)dev, len) == 0, "copy back");
+}
+
+static void mode_p2p(struct gx_comm *comm, int n)
+{
+    enum { COUNT = 70000, EXTRA = 16 };
+    int *s = malloc(sizeof(int) * COUNT), *r = malloc(sizeof(int) * (COUNT + EXTRA));
+    for (int i = 0; i < COUNT; i++)
+        s[i] = me * 1000003 + i;
+    for (int i = 0; i < COUNT + EXTRA; i++)
+        r[i] = -7;
+    void *ds = dev_from(s, sizeof(int) * COUNT), *dr = dev_from(r, sizeof(int) * (COUNT + EXTRA));
+    struct gx_request *rq[2];
+    int to = (me + 1) % n, from = (me + n - 1) % n;
+    CHECK(gx_irecv(comm, dr, COUNT + EXTRA, GX_INT32, from, 5, &rq[0]) == GX_OK, "irecv");
+    CHECK(gx_isend(comm, ds, COUNT, GX_INT32, to, 5, &rq[1]) == GX_OK, "isend");
+    CHECK(gx_wait(rq[1], -1) == GX_OK && gx_wait(rq[0], -1) == GX_OK, "wait");
+    size_t got = 0;
+    CHECK(gx_request_count(rq[0], &got) == GX_OK && got == COUNT, "count %zu", got);
+    gx_request_free(rq[0]);
+    gx_request_free(rq[1]);
+    to_host(r, dr, sizeof(int) * (COUNT + EXTRA));
+    for (int i = 0; i < COUNT; i++)
+        CHECK(r[i] == from * 1000003 + i, "element %d: %d", i, r[i]);
+    for (int i = COUNT; i < COUNT + EXTRA; i++)
+        CHECK(r[i] == -7, "byte past the message written: element %d = %d", i, r[i]);
+    /* Blocking forms, device to host and host to device. */
+    if (n > 1) {
+        if (me == 0)
+            CHECK(gx_send(comm, ds, COUNT, GX_INT32, 1, 6) == GX_OK, "send");
+        if (me == 1)
+            CHECK(gx_recv(comm, r, COUNT, GX_INT32, 0, 6, NULL) == GX_OK && r[5] == 5, "recv");
+    }
+    dm.free_((uintptr_t)ds);
+    dm.free_((uintptr_t)dr);
+    free(s);
+    free(r);
+}
+
+static void mode_nonblocking(struct gx_comm *comm, int n)
+{
+    enum { K = 3, COUNT = 100003 };
+    float *h = malloc(sizeof(float) * COUNT);
+    void *d[K];
+    struct gx_request *rq[K];
+    for (int k = 0; k < K; k++) {
+        for (int i = 0; i < COUNT; i++)
+            h[i] = (float)(me + k + i % 17);
+        d[k] = dev_from(h, sizeof(float) * COUNT);
+        CHECK(gx_iallreduce(comm, d[k], d[k], COUNT, GX_FLOAT32, GX_SUM, &rq[k]) == GX_OK, "i");
+    }
+    for (int k = K - 1; k >= 0; k--) {
+        int done = 0;
+        for (int spins = 0; !done; spins++) {
+            CHECK(gx_test(rq[k], &done) == GX_OK, "test");
+            CHECK(spins < 50000000, "request %d never completed", k);
+        }
+        gx_request_free(rq[k]);
+        to_host(h, d[k], sizeof(float) * COUNT);
+        for (int i = 0; i < COUNT; i++) {
+            float want = (float)(n * (n - 1) / 2 + n * (k + i % 17));
+            CHECK(h[i] == want, "op %d element %d: %g, expected %g", k, i, h[i], want);
+        }
+        dm.free_((uintptr_t)d[k]);
+    }
+    free(h);
+}
+
+static void mode_queryfail(struct gx_comm *comm, int n)
+{
+    float v[4] = { 1, 2, 3, 4 };
+    void *d = dev_from(v, sizeof(v));
+    setenv("FAKECUDA_FAIL", "cuPointerGetAttributes", 1);
+    int rc = gx_allreduce(comm, d, d, 4, GX_FLOAT32, GX_SUM);
+    CHECK(rc == GX_ESYSTEM && strstr(gx_last_error(), "sendbuf"), "rc %d", rc);
+    unsetenv("FAKECUDA_FAIL");
+    CHECK(gx_allreduce(comm, d, d, 4, GX_FLOAT32, GX_SUM) == GX_OK, "the comm still works");
+    to_host(v, d, sizeof(v));
+    CHECK(v[3] == 4.0f * n, "%g", v[3]);
+    dm.free_((uintptr_t)d);
+}
+
+static void mode_nodriver(struct gx_comm *comm, int n)
+{
+    float v[4] = { 1, 2, 3, 4 };
+    int rc = gx_allreduce_stream(comm, v, v, 4, GX_FLOAT32, GX_SUM, NULL);
+    CHECK(rc == GX_EUNSUPPORTED && strstr(gx_last_error(), "no libcuda"), "rc %d", rc);
+    CHECK(gx_allreduce(comm, v, v, 4, GX_FLOAT32, GX_SUM) == GX_OK && v[0] == n, "host");
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "";
+    if (strcmp(mode, "nodriver") != 0 && devmem_open(&dm) != 0) {
+        fprintf(stderr, "gpu_calls_check: %s\n", dm.why);
+        return 77;
+    }
+    if (!strcmp(mode, "queryfail") && !dm.peek) {
+        fprintf(stderr, "gpu_calls_check queryfail: needs the fake libcuda\n");
+        return 77;
+    }
+    struct gx_comm *comm = NULL;
+    CHECK(gx_comm_init_env(&comm) == GX_OK, "init");
+    me = gx_comm_rank(comm);
+    int n = gx_comm_size(comm);
+    if (!strcmp(mode, "p2p"))
+        mode_p2p(comm, n);
+    else if (!strcmp(mode, "nonblocking"))
+        mode_nonblocking(comm, n);
+    else if (!strcmp(mode, "queryfail"))
+        mode_queryfail(comm, n);
+    else if (!strcmp(mode, "nodriver"))
+        mode_nodriver(comm, n);
+    else
+        CHECK(0, "usage: gpu_calls_check p2p|nonblocking|queryfail|nodriver");
+    CHECK(gx_comm_finalize(comm) == GX_OK, "finalize");
+    gx_comm_destroy(comm);
+    printf("PASS %s on %d ranks\n", mode, n);
+    return 0;
+}
