@@ -356,6 +356,13 @@ GX_API int gx_reduce_scatter_stream(struct gx_comm *comm, const void *sendbuf, v
 GX_API int gx_alltoall_stream(struct gx_comm *comm, const void *sendbuf, void *recvbuf,
                               size_t count, enum gx_datatype dtype, void *stream);
 
+/** Device memory helpers for programs without CUDA headers (gx-perf
+ *  --device, tests): allocate on the process's GPU 0 (cuMemAlloc), free, and
+ *  copy between any mix of host and device memory (synchronous). */
+GX_API int gx_device_alloc(void **ptr, size_t bytes);
+GX_API int gx_device_free(void *ptr);
+GX_API int gx_device_copy(void *dst, const void *src, size_t bytes);
+
 #include "gx/gx_ddp.h"
 
 #ifdef __cplusplus

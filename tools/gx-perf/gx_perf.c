@@ -36,6 +36,7 @@ struct perf_ctx {
     struct gx_comm *comm;
     int rank, nranks;
     char *sendbuf, *recvbuf;
+    char *dsend, *drecv;  /* --device: device twins of sendbuf/recvbuf, else NULL */
     struct gx_request *reqs[PERF_WINDOW];
     /* progress (rank 0) */
     double start_s, last_progress_s;
@@ -126,9 +127,25 @@ struct perf_case {
     size_t esize;
     struct perf_counts c;
     int in_place;
-    const void *send;
+    const void *send;     /* host buffers: filled and checked here */
     void *recv;
+    const void *call_send; /* what the collective gets: the host ones or device twins */
+    void *call_recv;
 };
+
+/* --device: the whole host buffers to their device twins, or back. */
+static void device_sync(struct perf_ctx *x, int to_device)
+{
+    if (!x->dsend)
+        return;
+    size_t n = x->o->max_bytes ? x->o->max_bytes : 64;
+    int rc = to_device ? gx_device_copy(x->dsend, x->sendbuf, n) : GX_OK;
+    if (rc == GX_OK)
+        rc = to_device ? gx_device_copy(x->drecv, x->recvbuf, n)
+                       : gx_device_copy(x->recvbuf, x->drecv, n);
+    if (rc)
+        die(x, "copying between host and device buffers (--device)", rc);
+}
 
 static void prepare(struct perf_ctx *x, const struct perf_case *pc)
 {
@@ -138,6 +155,7 @@ static void prepare(struct perf_ctx *x, const struct perf_case *pc)
     /* In place, the send data lives inside the receive buffer: write it last. */
     perf_data_fill((void *)pc->send, pc->dtype, 0, pc->c.send, x->rank, x->nranks, pc->op,
                    has_op);
+    device_sync(x, 1);
 }
 
 static void run_ops(struct perf_ctx *x, const struct perf_case *pc, int n)
@@ -148,8 +166,8 @@ static void run_ops(struct perf_ctx *x, const struct perf_case *pc, int n)
              perf_dtype_name(pc->dtype), pc->in_place ? " in place" : "");
     if (x->o->blocking) {
         for (int i = 0; i < n; i++) {
-            int rc = coll->call(x->comm, pc->send, pc->recv, pc->c.param, pc->dtype, pc->op,
-                                pc->root, NULL);
+            int rc = coll->call(x->comm, pc->call_send, pc->call_recv, pc->c.param, pc->dtype,
+                                pc->op, pc->root, NULL);
             if (rc)
                 die(x, what, rc);
         }
@@ -165,8 +183,8 @@ static void run_ops(struct perf_ctx *x, const struct perf_case *pc, int n)
             *slot = NULL;
         }
         if (i < n) {
-            int rc = coll->call(x->comm, pc->send, pc->recv, pc->c.param, pc->dtype, pc->op,
-                                pc->root, slot);
+            int rc = coll->call(x->comm, pc->call_send, pc->call_recv, pc->c.param, pc->dtype,
+                                pc->op, pc->root, slot);
             if (rc)
                 die(x, what, rc);
         }
@@ -188,6 +206,7 @@ static void measure(struct perf_ctx *x, const struct perf_case *pc, struct perf_
     for (int k = 0; k < o->check; k++) {
         prepare(x, pc);
         run_ops(x, pc, 1);
+        device_sync(x, 0);
         mine.wrong += (long long)perf_data_check(o->coll, pc->recv, pc->dtype, pc->c.recv,
                                                  pc->c.param, x->rank, x->nranks, pc->root,
                                                  pc->op);
@@ -275,11 +294,17 @@ static void sweep(struct perf_ctx *x, enum gx_datatype dtype, enum gx_redop op,
         };
         pc.send = x->sendbuf;
         pc.recv = x->recvbuf;
+        pc.call_send = x->dsend ? x->dsend : x->sendbuf;
+        pc.call_recv = x->drecv ? x->drecv : x->recvbuf;
         measure(x, &pc, &row.out_of_place);
         if (coll->flags & PERF_COLL_INPLACE) {
             pc.in_place = 1;
-            pc.send = x->recvbuf + pc.c.send_inplace_off * (size_t)x->rank * esize;
-            pc.recv = x->recvbuf + pc.c.recv_inplace_off * (size_t)x->rank * esize;
+            size_t soff = pc.c.send_inplace_off * (size_t)x->rank * esize;
+            size_t roff = pc.c.recv_inplace_off * (size_t)x->rank * esize;
+            pc.send = x->recvbuf + soff;
+            pc.recv = x->recvbuf + roff;
+            pc.call_send = (x->drecv ? x->drecv : x->recvbuf) + soff;
+            pc.call_recv = (x->drecv ? x->drecv : x->recvbuf) + roff;
             measure(x, &pc, &row.in_place);
         }
         x->steps_done++;
@@ -379,6 +404,14 @@ int main(int argc, char **argv)
     gather_rank_info(&x, ranks);
     x.sendbuf = alloc_buffer(o.max_bytes);
     x.recvbuf = alloc_buffer(o.max_bytes);
+    if (o.device) {
+        size_t n = o.max_bytes ? o.max_bytes : 64;
+        rc = gx_device_alloc((void **)&x.dsend, n);
+        if (rc == GX_OK)
+            rc = gx_device_alloc((void **)&x.drecv, n);
+        if (rc)
+            die(&x, "--device: allocating device buffers", rc);
+    }
     x.start_s = now_s();
     x.progress_tty = isatty(STDERR_FILENO);
     x.steps_total = count_sizes(&o) * o.ndtypes * o.nops;
@@ -412,6 +445,8 @@ int main(int argc, char **argv)
     gx_comm_destroy(x.comm);
     free(x.sendbuf);
     free(x.recvbuf);
+    gx_device_free(x.dsend);
+    gx_device_free(x.drecv);
     free(ranks);
     return status;
 }

@@ -71,6 +71,8 @@ static void usage(FILE *f)
             "      --json               print one JSON document instead of the table\n"
             "      --csv                print CSV rows instead of the table\n"
             "      --no-progress        no progress line on stderr for long sweeps\n"
+            "      --device             buffers in CUDA device memory (GPU 0 of each process,\n"
+            "                           staged by gx; nccl-tests' -G is something else)\n"
             "  -h, --help               this help\n\n"
             "Sizes are total bytes as in nccl-tests (all_gather: the gathered buffer).\n"
             "algbw = size / time, busbw = algbw * factor: all_reduce 2(n-1)/n; all_gather,\n"
@@ -182,7 +184,7 @@ static int parse_ops(const struct parse_ctx *p, const char *text, struct perf_op
     return bad(p, "%s: unknown op '%s' (sum prod min max avg, or all)", "-o/--op", text);
 }
 
-enum { OPT_MIN_BW = 256, OPT_JSON, OPT_CSV, OPT_NO_PROGRESS };
+enum { OPT_MIN_BW = 256, OPT_JSON, OPT_CSV, OPT_NO_PROGRESS, OPT_DEVICE };
 
 int perf_opts_parse(int argc, char **argv, const struct perf_coll *prog_coll, int loud,
                     struct perf_opts *o)
@@ -206,6 +208,7 @@ int perf_opts_parse(int argc, char **argv, const struct perf_coll *prog_coll, in
         { "json", no_argument, NULL, OPT_JSON },
         { "csv", no_argument, NULL, OPT_CSV },
         { "no-progress", no_argument, NULL, OPT_NO_PROGRESS },
+        { "device", no_argument, NULL, OPT_DEVICE },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -265,6 +268,7 @@ int perf_opts_parse(int argc, char **argv, const struct perf_coll *prog_coll, in
         case OPT_JSON: o->format = PERF_FORMAT_JSON; break;
         case OPT_CSV: o->format = PERF_FORMAT_CSV; break;
         case OPT_NO_PROGRESS: o->progress = 0; break;
+        case OPT_DEVICE: o->device = 1; break;
         case 'h':
             if (loud)
                 usage(stdout);

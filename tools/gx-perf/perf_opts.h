@@ -36,6 +36,7 @@ struct perf_opts {
     double min_bw;                          /* GB/s; < 0 when not given */
     enum perf_format format;
     int progress;                           /* 1 auto, 0 never */
+    int device;                             /* --device: CUDA device buffers */
 };
 
 /**
