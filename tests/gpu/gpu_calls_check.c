@@ -8,6 +8,8 @@
  *                                are untouched
  *   gpu_calls_check nonblocking  three outstanding iallreduce on device
  *                                buffers, completed with gx_test in reverse
+ *   gpu_calls_check ddp          DDP with gradients in device memory: two
+ *                                iterations, every gradient averaged in place
  *   gpu_calls_check queryfail    (fake only) the driver's pointer query
  *                                fails: the call fails with GX_ESYSTEM naming
  *                                sendbuf on every rank; the comm still works
@@ -112,6 +114,45 @@ static void mode_nonblocking(struct gx_comm *comm, int n)
     free(h);
 }
 
+static void mode_ddp(struct gx_comm *comm, int n)
+{
+    enum { P = 4 };
+    static const size_t counts[P] = { 1000, 70000, 3, 300000 };
+    struct gx_ddp_param params[P];
+    void *grads[P];
+    for (int i = 0; i < P; i++) {
+        params[i] = (struct gx_ddp_param)GX_DDP_PARAM_INIT;
+        params[i].count = counts[i];
+        CHECK(gx_device_alloc(&grads[i], counts[i] * sizeof(float)) == GX_OK, "alloc");
+    }
+    struct gx_ddp_config cfg = GX_DDP_CONFIG_INIT;
+    cfg.bucket_cap_bytes = 256 * 1024; /* several buckets */
+    struct gx_ddp *ddp = NULL;
+    CHECK(gx_ddp_create(comm, params, P, &cfg, &ddp) == GX_OK, "gx_ddp_create");
+    float *h = malloc(sizeof(float) * 300000);
+    for (int it = 0; it < 2; it++) {
+        for (int i = P - 1; i >= 0; i--) { /* backward: last parameter first */
+            for (size_t k = 0; k < counts[i]; k++)
+                h[k] = (float)(2 * me + it + i + (int)(k % 5));
+            CHECK(gx_device_copy(grads[i], h, counts[i] * sizeof(float)) == GX_OK, "upload");
+            CHECK(gx_ddp_grad_ready(ddp, (size_t)i, grads[i]) == GX_OK, "grad_ready %d", i);
+        }
+        CHECK(gx_ddp_finish(ddp, -1) == GX_OK, "gx_ddp_finish");
+        for (int i = 0; i < P; i++) {
+            CHECK(gx_device_copy(h, grads[i], counts[i] * sizeof(float)) == GX_OK, "download");
+            for (size_t k = 0; k < counts[i]; k++) {
+                float want = (float)(n - 1) + (float)(it + i + (int)(k % 5));
+                CHECK(h[k] == want, "iteration %d param %d element %zu: %g, expected %g", it, i,
+                      k, h[k], want);
+            }
+        }
+    }
+    gx_ddp_destroy(ddp);
+    for (int i = 0; i < P; i++)
+        gx_device_free(grads[i]);
+    free(h);
+}
+
 static void mode_queryfail(struct gx_comm *comm, int n)
 {
     float v[4] = { 1, 2, 3, 4 };
@@ -153,12 +194,14 @@ int main(int argc, char **argv)
         mode_p2p(comm, n);
     else if (!strcmp(mode, "nonblocking"))
         mode_nonblocking(comm, n);
+    else if (!strcmp(mode, "ddp"))
+        mode_ddp(comm, n);
     else if (!strcmp(mode, "queryfail"))
         mode_queryfail(comm, n);
     else if (!strcmp(mode, "nodriver"))
         mode_nodriver(comm, n);
     else
-        CHECK(0, "usage: gpu_calls_check p2p|nonblocking|queryfail|nodriver");
+        CHECK(0, "usage: gpu_calls_check p2p|nonblocking|ddp|queryfail|nodriver");
     CHECK(gx_comm_finalize(comm) == GX_OK, "finalize");
     gx_comm_destroy(comm);
     printf("PASS %s on %d ranks\n", mode, n);

@@ -54,8 +54,12 @@ static int t_query(void)
 {
     char why[256];
     CHECK(gx_gpu_driver_available(why, sizeof(why)), "%s", why);
-    CHECK(gx_gpu_driver_version() == 12040 && gx_gpu_device_count() == 1, "%d %d",
-          gx_gpu_driver_version(), gx_gpu_device_count());
+    if (fake_sym("fakecuda_peek")) /* the fake's figures; a real driver has its own */
+        CHECK(gx_gpu_driver_version() == 12040 && gx_gpu_device_count() == 1, "%d %d",
+              gx_gpu_driver_version(), gx_gpu_device_count());
+    else
+        CHECK(gx_gpu_driver_version() >= 11030 && gx_gpu_device_count() >= 1, "%d %d",
+              gx_gpu_driver_version(), gx_gpu_device_count());
     char *d = NULL;
     CHECK(gx_gpu_alloc((void **)&d, 1 << 20) == GX_OK, "alloc");
     struct gx_gpu_ptr g;
