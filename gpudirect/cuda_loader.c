@@ -110,15 +110,27 @@ const struct gx_cu *gx_cu_get(char *why, size_t why_len)
     return cu_ok ? &cu : NULL;
 }
 
+/* GPU 0's primary context, retained once for the life of the process. */
+static gx_cu_ctx primary0;
+static gx_cu_result primary0_rc;
+static pthread_once_t primary0_once = PTHREAD_ONCE_INIT;
+
+static void primary0_retain(void)
+{
+    gx_cu_device dev;
+    primary0_rc = cu.device_get(&dev, 0);
+    if (primary0_rc == GX_CU_SUCCESS)
+        primary0_rc = cu.primary_ctx_retain(&primary0, dev);
+}
+
 int gx_cu_push(const struct gx_cu *c, void *ctx, const char *what)
 {
     gx_cu_result r = GX_CU_SUCCESS;
     gx_cu_ctx cx = ctx;
     if (!cx) {
-        gx_cu_device dev;
-        r = c->device_get(&dev, 0);
-        if (r == GX_CU_SUCCESS)
-            r = c->primary_ctx_retain(&cx, dev);
+        pthread_once(&primary0_once, primary0_retain);
+        r = primary0_rc;
+        cx = primary0;
     }
     if (r == GX_CU_SUCCESS)
         r = c->ctx_push(cx);

@@ -61,13 +61,16 @@ static unsigned long long next_id = 1;
 static struct fstream legacy;
 static _Thread_local struct fctx *cur[16];
 static _Thread_local int ncur;
-static unsigned long long stat_attr_calls, stat_copies;
+static unsigned long long stat_attr_calls, stat_copies, stat_host_allocs;
 
-EXPORT void fakecuda_stats(unsigned long long *attr_calls, unsigned long long *copies)
+/* Test hook: calls so far (pointer queries, copies, pinned allocations). */
+EXPORT void fakecuda_stats(unsigned long long *attr_calls, unsigned long long *copies,
+                           unsigned long long *host_allocs)
 {
     pthread_mutex_lock(&mu);
     *attr_calls = stat_attr_calls;
     *copies = stat_copies;
+    *host_allocs = stat_host_allocs;
     pthread_mutex_unlock(&mu);
 }
 
@@ -296,6 +299,7 @@ static int fk_host_alloc(void **out, size_t size, unsigned flags)
     *a = (struct falloc){ .addr = p, .alias = p, .size = size, .map = map, .fd = -1,
                           .ctx = cur[ncur - 1] };
     pthread_mutex_lock(&mu);
+    stat_host_allocs++;
     a->id = next_id++;
     a->next = allocs;
     allocs = a;

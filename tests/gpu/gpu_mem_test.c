@@ -135,12 +135,24 @@ static int t_copy(void)
     CHECK(gx_gpu_copy_htod(d, a, N) == GX_OK, "htod");
     CHECK(gx_gpu_copy_dtoh(b, d, N) == GX_OK && memcmp(a, b, N) == 0, "round trip");
     CHECK(gx_gpu_copy_htod(a, b, 10) == GX_EINVAL, "htod to host memory is refused");
+    void (*stats)(unsigned long long *, unsigned long long *, unsigned long long *) =
+        (void (*)(unsigned long long *, unsigned long long *, unsigned long long *))fake_sym(
+            "fakecuda_stats");
+    unsigned long long q0 = 0, c0 = 0, h0 = 0, h1 = 0;
     size_t cap = 0, cap2 = 0;
     void *p = gx_gpu_pinned_get(100000, &cap);
     CHECK(p && cap == 128 * 1024, "cap %zu", cap);
+    memset(p, 1, cap); /* it is host memory */
     gx_gpu_pinned_put(p, cap);
+    if (stats)
+        stats(&q0, &c0, &h0);
     void *q = gx_gpu_pinned_get(70000, &cap2);
     CHECK(q == p && cap2 == cap, "pool reuse");
+    memset(q, 2, cap2); /* still mapped: the pool kept it */
+    if (stats) {
+        stats(&q0, &c0, &h1);
+        CHECK(h1 == h0, "a reused block allocates nothing (%llu new)", h1 - h0);
+    }
     gx_gpu_pinned_put(q, cap2);
     free(a);
     free(b);

@@ -10,7 +10,8 @@
 #    gpudirect checks, every collective on device buffers (coll_check matrix
 #    --device both|send|recv|stream) on 2 and 4 processes and on 2 GX_NODE_ID
 #    "nodes", point-to-point and request forms, gx-perf --device for every
-#    collective, the kernel program on 2 and 4 processes;
+#    collective, DDP with device gradients, the kernel program on 2 and 4
+#    processes;
 # 3. benchmarks device-buffer all-reduce (gx-perf --device, 1 MiB..256 MiB)
 #    on 2 and 4 processes against torch.distributed + Gloo on CUDA tensors
 #    when python3 has torch with CUDA;
@@ -94,6 +95,7 @@ done
 run "matrix --device both, 2 nodes x4" gxrun -n 4 sh -c \
     "GX_NODE_ID=node\$((GX_RANK * 2 / GX_SIZE)) exec $bin/coll_check matrix --device both"
 run "nonblocking x2" gxrun -n 2 "$bin/gpu_calls_check" nonblocking
+for n in 2 4; do run "ddp, device gradients x$n" gxrun -n $n "$bin/gpu_calls_check" ddp; done
 for c in all_reduce broadcast reduce all_gather reduce_scatter gather scatter alltoall; do
     run "gx-perf $c --device x2" gxrun -n 2 "$bin/gx-perf" $c --device -b 8 -e 16M -f 16 -c 1
 done
