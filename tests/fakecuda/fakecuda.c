@@ -484,7 +484,10 @@ static int fk_dmabuf(void *handle, dptr p, size_t len, int type, unsigned long l
 {
     pthread_mutex_lock(&mu);
     struct falloc *a = find((uintptr_t)p);
-    int ok = a && a->fd >= 0 && (uintptr_t)p + len <= (uintptr_t)a->addr + a->map;
+    /* The fd's offset 0 must be `p`: a dup of the memfd gives that only for a
+     * range that starts where the allocation starts. */
+    int ok = a && a->fd >= 0 && (char *)(uintptr_t)p == a->addr &&
+             (uintptr_t)p + len <= (uintptr_t)a->addr + a->map;
     int fd = ok ? dup(a->fd) : -1;
     pthread_mutex_unlock(&mu);
     if (fd < 0)
