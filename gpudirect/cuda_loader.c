@@ -127,6 +127,8 @@ int gx_cu_push(const struct gx_cu *c, void *ctx, const char *what)
 {
     gx_cu_result r = GX_CU_SUCCESS;
     gx_cu_ctx cx = ctx;
+    if (!cx && c->ctx_get_current(&cx) != GX_CU_SUCCESS)
+        cx = NULL;
     if (!cx) {
         pthread_once(&primary0_once, primary0_retain);
         r = primary0_rc;
@@ -137,7 +139,7 @@ int gx_cu_push(const struct gx_cu *c, void *ctx, const char *what)
     if (r != GX_CU_SUCCESS) {
         char e[64];
         return gx_fail(GX_ESYSTEM, GX_SUB_GPU, "%s: cannot make %s current (%s)", what,
-                       ctx ? "the buffer's CUDA context" : "GPU 0's primary context",
+                       ctx ? "the buffer's CUDA context" : "a CUDA context (GPU 0's primary one)",
                        gx_cu_errstr(r, e, sizeof(e)));
     }
     return GX_OK;

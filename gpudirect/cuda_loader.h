@@ -54,6 +54,7 @@ typedef struct gx_cu_event_st *gx_cu_event; /* CUevent */
       (char *bus, int len, gx_cu_device dev))                                                     \
     X(primary_ctx_retain, "cuDevicePrimaryCtxRetain", 7000, true, gx_cu_result,                   \
       (gx_cu_ctx *ctx, gx_cu_device dev))                                                         \
+    X(ctx_get_current, "cuCtxGetCurrent", 4000, true, gx_cu_result, (gx_cu_ctx *ctx))             \
     X(ctx_push, "cuCtxPushCurrent", 4000, true, gx_cu_result, (gx_cu_ctx ctx))                    \
     X(ctx_pop, "cuCtxPopCurrent", 4000, true, gx_cu_result, (gx_cu_ctx *ctx))                     \
     X(pointer_get_attributes, "cuPointerGetAttributes", 7000, true, gx_cu_result,                 \
@@ -103,8 +104,9 @@ struct gx_cu {
  *  loads once per process. */
 const struct gx_cu *gx_cu_get(char *why, size_t why_len);
 
-/** Make `ctx` (NULL: GPU 0's primary context) current on this thread, for
- *  `what` (named in the error); undo with gx_cu_pop(). */
+/** Make `ctx` current on this thread, for `what` (named in the error); undo
+ *  with gx_cu_pop(). NULL: the context already current on this thread (the
+ *  device the caller chose with cudaSetDevice), else GPU 0's primary one. */
 int gx_cu_push(const struct gx_cu *c, void *ctx, const char *what);
 void gx_cu_pop(const struct gx_cu *c);
 

@@ -79,16 +79,24 @@ int gx_gpu_copy_htod(void *dev, const void *host, size_t len)
 #define POOL_MIN_SHIFT 16 /* 64 KiB */
 #define POOL_CLASSES 28
 
+/* A queued copy out of a pinned block: its event and the event's context. */
+struct gpu_fence {
+    gx_cu_event ev;
+    gx_cu_ctx ctx;
+};
+
 struct pinned_block {
     struct pinned_block *next;
     void *p;
     size_t cap;
-    gx_cu_event fence; /* NULL: free now */
+    gx_cu_ctx ctx;             /* the context that allocated it (frees it) */
+    struct gpu_fence *fence;   /* NULL: free to reuse now */
 };
 
 static struct {
     pthread_mutex_t mu;
     struct pinned_block *free[POOL_CLASSES];
+    struct pinned_block *live; /* every block handed out: its allocating context */
     size_t kept;
 } pool = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
@@ -100,22 +108,31 @@ static int size_class(size_t len)
     return k;
 }
 
-/* Wait for a block's fence and drop it (GPU 0's context holds gx's events). */
-static void block_settle(const struct gx_cu *c, struct pinned_block *b)
+/* Wait for a fence and drop it. */
+static void fence_settle(const struct gx_cu *c, struct gpu_fence *f)
 {
-    if (!b->fence)
+    if (!f)
         return;
-    if (gx_cu_push(c, NULL, "staging fence") == GX_OK) {
-        gx_cu_result r = c->event_synchronize(b->fence);
+    if (gx_cu_push(c, f->ctx, "staging fence") == GX_OK) {
+        gx_cu_result r = c->event_synchronize(f->ev);
         if (r != GX_CU_SUCCESS)
             GX_WARN(GX_SUB_GPU, "staging fence: cuEventSynchronize failed (CUDA error %d)", r);
-        c->event_destroy(b->fence);
+        c->event_destroy(f->ev);
         gx_cu_pop(c);
     }
-    b->fence = NULL;
+    free(f);
 }
 
-void *gx_gpu_pinned_get(size_t len, size_t *cap)
+/* The context of a device pointer (NULL for none or host memory). */
+static gx_cu_ctx ctx_of(const void *dev)
+{
+    struct gx_gpu_ptr g;
+    if (!dev || gx_gpu_ptr_query(dev, &g) != GX_OK || g.type != GX_GPU_MEM_CUDA)
+        return NULL;
+    return g.ctx;
+}
+
+void *gx_gpu_pinned_get(size_t len, const void *dev_hint, size_t *cap)
 {
     char why[200];
     const struct gx_cu *c = gx_cu_get(why, sizeof(why));
@@ -132,27 +149,44 @@ void *gx_gpu_pinned_get(size_t len, size_t *cap)
     if (b && b->cap >= len) {
         pool.free[k] = b->next;
         pool.kept -= b->cap;
+        b->next = pool.live;
+        pool.live = b;
     } else {
         b = NULL;
     }
     pthread_mutex_unlock(&pool.mu);
     if (b) {
-        block_settle(c, b);
-        void *p = b->p;
+        fence_settle(c, b->fence); /* the last copy out of it has finished */
+        b->fence = NULL;
         *cap = b->cap;
-        free(b);
-        return p;
+        return b->p;
     }
-    if (gx_cu_push(c, NULL, "pinned staging memory") != GX_OK)
+    b = calloc(1, sizeof(*b));
+    if (!b) {
+        gx_fail(GX_ENOMEM, GX_SUB_GPU, "pinned staging memory: out of memory");
         return NULL;
+    }
+    if (gx_cu_push(c, ctx_of(dev_hint), "pinned staging memory") != GX_OK) {
+        free(b);
+        return NULL;
+    }
     void *p = NULL;
     gx_cu_result r = c->mem_host_alloc(&p, want, GX_CU_MEMHOSTALLOC_PORTABLE);
+    if (r == GX_CU_SUCCESS)
+        c->ctx_get_current(&b->ctx);
     gx_cu_pop(c);
     if (r != GX_CU_SUCCESS || !p) {
+        free(b);
         gx_fail(GX_ENOMEM, GX_SUB_GPU, "cuMemHostAlloc of %zu bytes of pinned staging memory "
                 "failed (CUDA error %d)", want, r);
         return NULL;
     }
+    b->p = p;
+    b->cap = want;
+    pthread_mutex_lock(&pool.mu);
+    b->next = pool.live;
+    pool.live = b;
+    pthread_mutex_unlock(&pool.mu);
     *cap = want;
     return p;
 }
@@ -164,30 +198,37 @@ void gx_gpu_pinned_put_after(void *p, size_t cap, void *fence)
         return;
     size_t limit = 0;
     (void)gx_param_size(&gx_param_gpu_stage_pool, &limit);
-    struct pinned_block *b = calloc(1, sizeof(*b));
     int k = size_class(cap);
     bool kept = false;
+    pthread_mutex_lock(&pool.mu);
+    struct pinned_block **pp = &pool.live;
+    while (*pp && (*pp)->p != p)
+        pp = &(*pp)->next;
+    struct pinned_block *b = *pp;
     if (b) {
-        *b = (struct pinned_block){ .p = p, .cap = cap, .fence = fence };
-        pthread_mutex_lock(&pool.mu);
+        *pp = b->next;
+        b->fence = fence;
         if (((size_t)1 << (POOL_MIN_SHIFT + k)) == cap && pool.kept + cap <= limit) {
             b->next = pool.free[k];
             pool.free[k] = b;
             pool.kept += cap;
             kept = true;
         }
-        pthread_mutex_unlock(&pool.mu);
+    }
+    pthread_mutex_unlock(&pool.mu);
+    if (!b) {
+        GX_WARN(GX_SUB_GPU, "pinned staging memory %p was not handed out by the pool", p);
+        return;
     }
     if (kept)
         return;
-    free(b);
     /* Not kept: free it once nothing uses it. */
-    struct pinned_block tmp = { .p = p, .cap = cap, .fence = fence };
-    block_settle(c, &tmp);
-    if (gx_cu_push(c, NULL, "pinned staging memory") == GX_OK) {
+    fence_settle(c, fence);
+    if (gx_cu_push(c, b->ctx, "pinned staging memory") == GX_OK) {
         c->mem_free_host(p);
         gx_cu_pop(c);
     }
+    free(b);
 }
 
 void gx_gpu_pinned_put(void *p, size_t cap)
@@ -196,11 +237,39 @@ void gx_gpu_pinned_put(void *p, size_t cap)
 }
 
 /* ---- stream ordering ------------------------------------------------------- */
-/* gx's own stream, one per process on GPU 0's primary context: the copies
- * back to the caller's buffers run on it, and the caller's stream waits for
- * them with an event, so gx never queues copies on a stream it does not own. */
-static gx_cu_stream gx_stream;
+/* gx's own streams, one per context: the copies back to the caller's
+ * buffers run on them, and the caller's stream waits for them with an
+ * event, so gx never queues copies on a stream it does not own. */
+#define MAX_STREAMS 16
+static struct {
+    gx_cu_ctx ctx;
+    gx_cu_stream s;
+} streams[MAX_STREAMS];
 static pthread_mutex_t stream_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* gx's stream in the current context (created on first use). */
+static gx_cu_result own_stream(const struct gx_cu *c, gx_cu_stream *out)
+{
+    gx_cu_ctx ctx = NULL;
+    gx_cu_result r = c->ctx_get_current(&ctx);
+    if (r != GX_CU_SUCCESS)
+        return r;
+    pthread_mutex_lock(&stream_mu);
+    int i = 0;
+    while (i < MAX_STREAMS && streams[i].ctx && streams[i].ctx != ctx)
+        i++;
+    if (i == MAX_STREAMS) {
+        r = 201; /* CUDA_ERROR_INVALID_CONTEXT: more contexts than gx keeps streams for */
+    } else if (!streams[i].ctx) {
+        r = c->stream_create(&streams[i].s, GX_CU_STREAM_NON_BLOCKING);
+        if (r == GX_CU_SUCCESS)
+            streams[i].ctx = ctx;
+    }
+    if (r == GX_CU_SUCCESS)
+        *out = streams[i].s;
+    pthread_mutex_unlock(&stream_mu);
+    return r;
+}
 
 int gx_gpu_stream_wait(void *user_stream, const void *dev_hint)
 {
@@ -233,29 +302,30 @@ int gx_gpu_stream_stage_out(void *user_stream, void *dev, const void *host, size
     int rc = enter(dev, "copying a result back on the caller's stream", &c);
     if (rc != GX_OK)
         return rc;
-    gx_cu_result r = GX_CU_SUCCESS;
-    pthread_mutex_lock(&stream_mu);
-    if (!gx_stream)
-        r = c->stream_create(&gx_stream, GX_CU_STREAM_NON_BLOCKING);
-    gx_cu_stream s = gx_stream;
-    pthread_mutex_unlock(&stream_mu);
-    gx_cu_event ev = NULL;
+    struct gpu_fence *f = calloc(1, sizeof(*f));
+    gx_cu_stream s = NULL;
+    gx_cu_result r = f ? own_stream(c, &s) : 2 /* CUDA_ERROR_OUT_OF_MEMORY */;
+    if (r == GX_CU_SUCCESS)
+        r = c->ctx_get_current(&f->ctx);
     if (r == GX_CU_SUCCESS)
         r = c->memcpy_htod_async((gx_cu_deviceptr)(uintptr_t)dev, host, len, s);
     if (r == GX_CU_SUCCESS)
-        r = c->event_create(&ev, GX_CU_EVENT_DISABLE_TIMING);
+        r = c->event_create(&f->ev, GX_CU_EVENT_DISABLE_TIMING);
     if (r == GX_CU_SUCCESS)
-        r = c->event_record(ev, s);
+        r = c->event_record(f->ev, s);
     if (r == GX_CU_SUCCESS)
-        r = c->stream_wait_event((gx_cu_stream)user_stream, ev, 0);
-    if (r != GX_CU_SUCCESS && ev) {
-        c->event_synchronize(ev); /* the copy may be queued: let it finish */
-        c->event_destroy(ev);
-        ev = NULL;
+        r = c->stream_wait_event((gx_cu_stream)user_stream, f->ev, 0);
+    if (r != GX_CU_SUCCESS && f && f->ev) {
+        c->event_synchronize(f->ev); /* the copy may be queued: let it finish */
+        c->event_destroy(f->ev);
     }
     gx_cu_pop(c);
-    if (r != GX_CU_SUCCESS)
+    if (r != GX_CU_SUCCESS) {
+        if (s)
+            c->stream_synchronize(s);
+        free(f);
         return copy_err(r, "stream-ordered cuMemcpyHtoDAsync", dev, len);
-    *fence = ev;
+    }
+    *fence = f;
     return GX_OK;
 }

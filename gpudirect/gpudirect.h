@@ -63,21 +63,24 @@ int gx_gpu_copy_dtoh(void *host, const void *dev, size_t len);
 int gx_gpu_copy_htod(void *dev, const void *host, size_t len);
 
 /** Pinned host memory for staging, from a pool (GX_GPU_STAGE_POOL caps what
- *  it keeps). *cap receives the block's size; give it back with put. */
-void *gx_gpu_pinned_get(size_t len, size_t *cap);
+ *  it keeps between calls). Allocated in the context of `dev_hint` (the
+ *  device buffer it stands in for; NULL: the calling thread's context, else
+ *  GPU 0's), portable to every context. *cap receives the block's size;
+ *  give it back with put. */
+void *gx_gpu_pinned_get(size_t len, const void *dev_hint, size_t *cap);
 void gx_gpu_pinned_put(void *p, size_t cap);
 
-/* Stream-ordered staging for the stream API (gpu_stream.c). `user_stream` is
- * the caller's CUstream (NULL: the legacy default stream). */
+/* Stream-ordered staging for the stream API. `user_stream` is the caller's
+ * CUstream (NULL: the legacy default stream). */
 /** Block until all work already queued on `user_stream` has finished.
- *  `dev_hint` (device memory, may be NULL: GPU 0) picks the context. */
+ *  `dev_hint` (device memory, may be NULL) picks the context. */
 int gx_gpu_stream_wait(void *user_stream, const void *dev_hint);
-/** Copy host -> dev on gx's own stream and make later work on `user_stream`
- *  wait for it; returns at once. The host block must stay untouched until
- *  gx_gpu_stream_fence_wait(*fence) (put it back with gx_gpu_pinned_put_after). */
+/** Copy host -> dev on gx's own stream (one per context) and make later work
+ *  on `user_stream` wait for it; returns at once with *fence. The host block
+ *  must stay untouched until the fence passes: give it back with
+ *  gx_gpu_pinned_put_after, which reuses it only then. */
 int gx_gpu_stream_stage_out(void *user_stream, void *dev, const void *host, size_t len,
                             void **fence);
-/** Give a pinned block back once `fence` (from stage_out) has passed. */
 void gx_gpu_pinned_put_after(void *p, size_t cap, void *fence);
 
 /** Device facts for gx-info. */
@@ -86,7 +89,8 @@ int gx_gpu_driver_version(void);
 int gx_gpu_device_describe(int ordinal, char *name, size_t name_len, char *bus, size_t bus_len,
                            size_t *mem_bytes);
 
-/** Device memory on device 0 (its primary context), for tools and tests. */
+/** Device memory in the calling thread's context (else GPU 0's primary
+ *  one), for tools and tests. */
 int gx_gpu_alloc(void **dev, size_t len);
 int gx_gpu_free(void *dev);
 

@@ -117,7 +117,7 @@ int gx_stage_begin(const char *fn, const void **send, size_t send_bytes, void **
         struct stage_region *g = &st->r[i];
         g->dev = lo[i];
         g->len = (size_t)(hi[i] - lo[i]);
-        g->host = gx_gpu_pinned_get(g->len, &g->cap);
+        g->host = gx_gpu_pinned_get(g->len, g->dev, &g->cap);
         if (!g->host) {
             rc = gx_fail(GX_ENOMEM, GX_SUB_GPU, "%s: no pinned staging memory for %zu bytes "
                          "of device memory at %p: %s", fn, g->len, (void *)g->dev,

@@ -62,6 +62,14 @@ static struct fstream legacy;
 static _Thread_local struct fctx *cur[16];
 static _Thread_local int ncur;
 static unsigned long long stat_attr_calls, stat_copies, stat_host_allocs;
+static int ctx_used[8]; /* a device's primary context was retained or made current */
+
+/* Test hook: whether gx (or the test) ever used device `dev`'s context: a
+ * process on GPU 1 must not create a context on GPU 0. */
+EXPORT int fakecuda_ctx_used(int dev)
+{
+    return dev >= 0 && dev < 8 ? __atomic_load_n(&ctx_used[dev], __ATOMIC_RELAXED) : 0;
+}
 
 /* Test hook: calls so far (pointer queries, copies, pinned allocations). */
 EXPORT void fakecuda_stats(unsigned long long *attr_calls, unsigned long long *copies,
@@ -199,6 +207,7 @@ static int fk_primary_retain(struct fctx **c, int dev)
 {
     if (dev < 0 || dev >= ndev)
         return E_INVALID_DEVICE;
+    __atomic_store_n(&ctx_used[dev], 1, __ATOMIC_RELAXED);
     *c = &ctxs[dev];
     return OK;
 }
@@ -207,6 +216,7 @@ static int fk_ctx_push(struct fctx *c)
 {
     if (!c || c->magic != 0xC0DA || ncur == 16)
         return E_INVALID_CONTEXT;
+    __atomic_store_n(&ctx_used[c->dev], 1, __ATOMIC_RELAXED);
     cur[ncur++] = c;
     return OK;
 }

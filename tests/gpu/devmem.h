@@ -2,7 +2,8 @@
  * devmem.h - device memory for test programs that use only the public gx
  * API: the CUDA driver (GX_CUDA_LIB, default libcuda.so.1: the fake in CI,
  * the real one in tests/gpu/run.sh) opened with dlopen, entry points by
- * version, GPU 0's primary context made current on the calling thread.
+ * version, GPU 0's (DEVMEM_DEVICE's) primary context made current on the
+ * calling thread.
  * Header-only; every function returns 0 on success.
  */
 #ifndef GX_TEST_DEVMEM_H
@@ -53,11 +54,11 @@ static inline int devmem_open(struct devmem *dm)
             return -1;
         }
     }
-    int dev = 0;
+    int dev = 0, ordinal = getenv("DEVMEM_DEVICE") ? atoi(getenv("DEVMEM_DEVICE")) : 0;
     void *ctx = NULL;
-    if (((int (*)(unsigned))f[0])(0) != 0 || ((int (*)(int *, int))f[1])(&dev, 0) != 0 ||
+    if (((int (*)(unsigned))f[0])(0) != 0 || ((int (*)(int *, int))f[1])(&dev, ordinal) != 0 ||
         ((int (*)(void **, int))f[2])(&ctx, dev) != 0 || ((int (*)(void *))f[3])(ctx) != 0) {
-        snprintf(dm->why, sizeof(dm->why), "%s: no usable GPU 0", lib);
+        snprintf(dm->why, sizeof(dm->why), "%s: no usable GPU %d", lib, ordinal);
         return -1;
     }
     dm->alloc = (int (*)(unsigned long long *, size_t))f[4];

@@ -10,6 +10,9 @@
  *                                buffers, completed with gx_test in reverse
  *   gpu_calls_check ddp          DDP with gradients in device memory: two
  *                                iterations, every gradient averaged in place
+ *   gpu_calls_check gpu1         (fake, FAKECUDA_DEVICES=2 DEVMEM_DEVICE=1) the
+ *                                process works on GPU 1: blocking, stream and
+ *                                p2p calls never touch GPU 0's context
  *   gpu_calls_check queryfail    (fake only) the driver's pointer query
  *                                fails: the call fails with GX_ESYSTEM naming
  *                                sendbuf on every rank; the comm still works
@@ -153,6 +156,33 @@ static void mode_ddp(struct gx_comm *comm, int n)
     free(h);
 }
 
+static void mode_gpu1(struct gx_comm *comm, int n)
+{
+    int (*used)(int) = (int (*)(int))dlsym(RTLD_DEFAULT, "fakecuda_ctx_used");
+    void *h = dlopen(getenv("GX_CUDA_LIB"), RTLD_NOW | RTLD_NOLOAD);
+    if (h)
+        used = (int (*)(int))dlsym(h, "fakecuda_ctx_used");
+    CHECK(used && !used(0), "GPU 0's context used before gx ran");
+    float v[1000];
+    for (int i = 0; i < 1000; i++)
+        v[i] = (float)(me + i);
+    void *d = dev_from(v, sizeof(v));
+    CHECK(gx_allreduce(comm, d, d, 1000, GX_FLOAT32, GX_SUM) == GX_OK, "allreduce");
+    CHECK(gx_allreduce_stream(comm, d, d, 1000, GX_FLOAT32, GX_SUM, NULL) == GX_OK, "stream");
+    void *e = NULL;
+    CHECK(gx_device_alloc(&e, sizeof(v)) == GX_OK, "gx_device_alloc in the current context");
+    CHECK(gx_device_copy(e, d, sizeof(v)) == GX_OK && gx_device_copy(v, e, sizeof(v)) == GX_OK,
+          "device to device");
+    for (int i = 0; i < 1000; i++) {
+        float want = (float)(n * (n * (n - 1) / 2 + n * i));
+        CHECK(v[i] == want, "element %d: %g, expected %g", i, v[i], want);
+    }
+    gx_device_free(e);
+    dm.free_((uintptr_t)d);
+    mode_p2p(comm, n);
+    CHECK(!used(0), "gx created or used a context on GPU 0 in a process working on GPU 1");
+}
+
 static void mode_queryfail(struct gx_comm *comm, int n)
 {
     float v[4] = { 1, 2, 3, 4 };
@@ -182,7 +212,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "gpu_calls_check: %s\n", dm.why);
         return 77;
     }
-    if (!strcmp(mode, "queryfail") && !dm.peek) {
+    if ((!strcmp(mode, "queryfail") || !strcmp(mode, "gpu1")) && !dm.peek) {
         fprintf(stderr, "gpu_calls_check queryfail: needs the fake libcuda\n");
         return 77;
     }
@@ -198,10 +228,12 @@ int main(int argc, char **argv)
         mode_ddp(comm, n);
     else if (!strcmp(mode, "queryfail"))
         mode_queryfail(comm, n);
+    else if (!strcmp(mode, "gpu1"))
+        mode_gpu1(comm, n);
     else if (!strcmp(mode, "nodriver"))
         mode_nodriver(comm, n);
     else
-        CHECK(0, "usage: gpu_calls_check p2p|nonblocking|ddp|queryfail|nodriver");
+        CHECK(0, "usage: gpu_calls_check p2p|nonblocking|ddp|gpu1|queryfail|nodriver");
     CHECK(gx_comm_finalize(comm) == GX_OK, "finalize");
     gx_comm_destroy(comm);
     printf("PASS %s on %d ranks\n", mode, n);

@@ -78,7 +78,7 @@ static int t_query(void)
     char host[64];
     CHECK(gx_gpu_mem_type(host) == GX_GPU_MEM_HOST, "stack memory");
     size_t cap = 0;
-    void *pinned = gx_gpu_pinned_get(100, &cap);
+    void *pinned = gx_gpu_pinned_get(100, NULL, &cap);
     CHECK(pinned && gx_gpu_mem_type(pinned) == GX_GPU_MEM_HOST, "pinned host memory");
     gx_gpu_pinned_put(pinned, cap);
     /* Free and allocate again (the address is often the same): the old
@@ -140,13 +140,13 @@ static int t_copy(void)
             "fakecuda_stats");
     unsigned long long q0 = 0, c0 = 0, h0 = 0, h1 = 0;
     size_t cap = 0, cap2 = 0;
-    void *p = gx_gpu_pinned_get(100000, &cap);
+    void *p = gx_gpu_pinned_get(100000, NULL, &cap);
     CHECK(p && cap == 128 * 1024, "cap %zu", cap);
     memset(p, 1, cap); /* it is host memory */
     gx_gpu_pinned_put(p, cap);
     if (stats)
         stats(&q0, &c0, &h0);
-    void *q = gx_gpu_pinned_get(70000, &cap2);
+    void *q = gx_gpu_pinned_get(70000, NULL, &cap2);
     CHECK(q == p && cap2 == cap, "pool reuse");
     memset(q, 2, cap2); /* still mapped: the pool kept it */
     if (stats) {
@@ -171,7 +171,7 @@ static int t_stream(void)
     char *d = NULL;
     CHECK(gx_gpu_alloc((void **)&d, N) == GX_OK, "alloc");
     size_t cap;
-    char *h = gx_gpu_pinned_get(N, &cap);
+    char *h = gx_gpu_pinned_get(N, d, &cap);
     memset(h, 0x42, N);
     void *fence = NULL;
     CHECK(gx_gpu_stream_stage_out(NULL, d, h, N, &fence) == GX_OK && fence, "stage out");
