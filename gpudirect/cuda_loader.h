@@ -55,6 +55,7 @@ typedef struct gx_cu_event_st *gx_cu_event; /* CUevent */
     X(primary_ctx_retain, "cuDevicePrimaryCtxRetain", 7000, true, gx_cu_result,                   \
       (gx_cu_ctx *ctx, gx_cu_device dev))                                                         \
     X(ctx_get_current, "cuCtxGetCurrent", 4000, true, gx_cu_result, (gx_cu_ctx *ctx))             \
+    X(ctx_set_current, "cuCtxSetCurrent", 4000, true, gx_cu_result, (gx_cu_ctx ctx))              \
     X(ctx_push, "cuCtxPushCurrent", 4000, true, gx_cu_result, (gx_cu_ctx ctx))                    \
     X(ctx_pop, "cuCtxPopCurrent", 4000, true, gx_cu_result, (gx_cu_ctx *ctx))                     \
     X(pointer_get_attributes, "cuPointerGetAttributes", 7000, true, gx_cu_result,                 \

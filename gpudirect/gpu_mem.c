@@ -178,6 +178,28 @@ int gx_gpu_device_describe(int ordinal, char *name, size_t name_len, char *bus, 
     return GX_OK;
 }
 
+int gx_gpu_select(int ordinal)
+{
+    char why[200];
+    const struct gx_cu *c = gx_cu_get(why, sizeof(why));
+    if (!c)
+        return gx_fail(GX_EUNSUPPORTED, GX_SUB_GPU, "selecting GPU %d: %s", ordinal, why);
+    if (ordinal < 0 || ordinal >= c->device_count)
+        return gx_fail(GX_EINVAL, GX_SUB_GPU, "selecting GPU %d: the driver sees %d GPU(s) "
+                       "(0..%d; CUDA_VISIBLE_DEVICES narrows them)", ordinal, c->device_count,
+                       c->device_count - 1);
+    gx_cu_device dev;
+    gx_cu_ctx ctx = NULL;
+    gx_cu_result r = c->device_get(&dev, ordinal);
+    if (r == GX_CU_SUCCESS)
+        r = c->primary_ctx_retain(&ctx, dev);
+    if (r == GX_CU_SUCCESS)
+        r = c->ctx_set_current(ctx);
+    if (r != GX_CU_SUCCESS)
+        return gx_fail(GX_ESYSTEM, GX_SUB_GPU, "selecting GPU %d: CUDA error %d", ordinal, r);
+    return GX_OK;
+}
+
 int gx_gpu_alloc(void **dev, size_t len)
 {
     char why[200];

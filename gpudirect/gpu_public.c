@@ -9,6 +9,17 @@
 #include "gpudirect/gpudirect.h"
 #include "gx/gx.h"
 
+GX_API int gx_device_count(void)
+{
+    return gx_gpu_device_count();
+}
+
+GX_API int gx_device_select(int ordinal)
+{
+    gx_clear_last_error();
+    return gx_gpu_select(ordinal);
+}
+
 GX_API int gx_device_alloc(void **ptr, size_t bytes)
 {
     gx_clear_last_error();

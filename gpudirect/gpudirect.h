@@ -89,6 +89,10 @@ int gx_gpu_driver_version(void);
 int gx_gpu_device_describe(int ordinal, char *name, size_t name_len, char *bus, size_t bus_len,
                            size_t *mem_bytes);
 
+/** Make GPU `ordinal`'s primary context current on the calling thread (as
+ *  cudaSetDevice). */
+int gx_gpu_select(int ordinal);
+
 /** Device memory in the calling thread's context (else GPU 0's primary
  *  one), for tools and tests. */
 int gx_gpu_alloc(void **dev, size_t len);

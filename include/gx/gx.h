@@ -357,8 +357,12 @@ GX_API int gx_alltoall_stream(struct gx_comm *comm, const void *sendbuf, void *r
                               size_t count, enum gx_datatype dtype, void *stream);
 
 /** Device memory helpers for programs without CUDA headers (gx-perf
- *  --device, tests): allocate on the process's GPU 0 (cuMemAlloc), free, and
- *  copy between any mix of host and device memory (synchronous). */
+ *  --device, tests): the number of GPUs the driver sees (0 without one);
+ *  select one for the calling thread (its primary context, as
+ *  cudaSetDevice); allocate in the calling thread's context (else GPU 0's),
+ *  free, and copy between any mix of host and device memory (synchronous). */
+GX_API int gx_device_count(void);
+GX_API int gx_device_select(int ordinal);
 GX_API int gx_device_alloc(void **ptr, size_t bytes);
 GX_API int gx_device_free(void *ptr);
 GX_API int gx_device_copy(void *dst, const void *src, size_t bytes);

@@ -406,7 +406,11 @@ int main(int argc, char **argv)
     x.recvbuf = alloc_buffer(o.max_bytes);
     if (o.device) {
         size_t n = o.max_bytes ? o.max_bytes : 64;
-        rc = gx_device_alloc((void **)&x.dsend, n);
+        int ngpu = gx_device_count();
+        /* One GPU per local rank, as nccl-tests: local rank modulo the GPUs. */
+        rc = ngpu > 0 ? gx_device_select(gx_comm_local_rank(x.comm) % ngpu) : GX_OK;
+        if (rc == GX_OK)
+            rc = gx_device_alloc((void **)&x.dsend, n);
         if (rc == GX_OK)
             rc = gx_device_alloc((void **)&x.drecv, n);
         if (rc)

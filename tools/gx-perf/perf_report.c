@@ -84,7 +84,7 @@ void perf_report_begin(FILE *f, const struct perf_opts *o, int nranks, int nnode
             o->step_factor > 1 ? "factor" : "bytes", o->warmup, o->iters, o->check ? 1 : 0,
             o->blocking);
     if (o->device)
-        fprintf(f, "# buffers: CUDA device memory (GPU 0 of each process, staged by gx)\n");
+        fprintf(f, "# buffers: CUDA device memory (GPU local rank modulo the GPUs)\n");
     fprintf(f, "#\n# Using ranks (gx %s)\n", gx_version());
     for (int r = 0; r < nranks; r++)
         fprintf(f, "#  Rank %2d Pid %6d on %10s node %2d peers over %s\n", ranks[r].rank,
