@@ -89,6 +89,8 @@ typedef struct gx_cu_event_st *gx_cu_event; /* CUevent */
     X(mem_get_handle_for_address_range, "cuMemGetHandleForAddressRange", 11070, false,            \
       gx_cu_result, (void *handle, gx_cu_deviceptr p, size_t bytes, int type,                     \
                      unsigned long long flags))                                                   \
+    X(launch_host_func, "cuLaunchHostFunc", 10000, false, gx_cu_result,                          \
+      (gx_cu_stream s, void (*fn)(void *), void *arg))                                            \
     X(get_error_name, "cuGetErrorName", 6000, false, gx_cu_result, (gx_cu_result r, const char **s))
 
 struct gx_cu {

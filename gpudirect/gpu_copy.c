@@ -123,6 +123,18 @@ static void fence_settle(const struct gx_cu *c, struct gpu_fence *f)
     free(f);
 }
 
+/* Whether a fence has passed, without waiting (none: yes). */
+static bool fence_passed(const struct gx_cu *c, struct gpu_fence *f)
+{
+    if (!f)
+        return true;
+    if (gx_cu_push(c, f->ctx, "staging fence") != GX_OK)
+        return false;
+    gx_cu_result r = c->event_query(f->ev);
+    gx_cu_pop(c);
+    return r == GX_CU_SUCCESS;
+}
+
 /* The context of a device pointer (NULL for none or host memory). */
 static gx_cu_ctx ctx_of(const void *dev)
 {
@@ -144,15 +156,26 @@ void *gx_gpu_pinned_get(size_t len, const void *dev_hint, size_t *cap)
     size_t want = (size_t)1 << (POOL_MIN_SHIFT + k);
     if (want < len)
         want = len; /* beyond the largest class: exact size, not kept */
+    /* A kept block whose last copy out has finished; one still fenced by a
+     * queued stream call is left alone (waiting for it would serialise
+     * back-to-back stream calls), unless the pool is at its cap. */
+    size_t limit = 0;
+    (void)gx_param_size(&gx_param_gpu_stage_pool, &limit);
     pthread_mutex_lock(&pool.mu);
-    struct pinned_block *b = pool.free[k];
-    if (b && b->cap >= len) {
-        pool.free[k] = b->next;
+    struct pinned_block **pp = &pool.free[k], *b = NULL;
+    for (; *pp; pp = &(*pp)->next) {
+        if ((*pp)->cap >= len && fence_passed(c, (*pp)->fence)) {
+            b = *pp;
+            break;
+        }
+    }
+    if (!b && pool.free[k] && pool.free[k]->cap >= len && pool.kept + want > limit)
+        b = *(pp = &pool.free[k]); /* no room for another: wait for the oldest use */
+    if (b) {
+        *pp = b->next;
         pool.kept -= b->cap;
         b->next = pool.live;
         pool.live = b;
-    } else {
-        b = NULL;
     }
     pthread_mutex_unlock(&pool.mu);
     if (b) {
@@ -236,40 +259,9 @@ void gx_gpu_pinned_put(void *p, size_t cap)
     gx_gpu_pinned_put_after(p, cap, NULL);
 }
 
-/* ---- stream ordering ------------------------------------------------------- */
-/* gx's own streams, one per context: the copies back to the caller's
- * buffers run on them, and the caller's stream waits for them with an
- * event, so gx never queues copies on a stream it does not own. */
-#define MAX_STREAMS 16
-static struct {
-    gx_cu_ctx ctx;
-    gx_cu_stream s;
-} streams[MAX_STREAMS];
-static pthread_mutex_t stream_mu = PTHREAD_MUTEX_INITIALIZER;
-
-/* gx's stream in the current context (created on first use). */
-static gx_cu_result own_stream(const struct gx_cu *c, gx_cu_stream *out)
-{
-    gx_cu_ctx ctx = NULL;
-    gx_cu_result r = c->ctx_get_current(&ctx);
-    if (r != GX_CU_SUCCESS)
-        return r;
-    pthread_mutex_lock(&stream_mu);
-    int i = 0;
-    while (i < MAX_STREAMS && streams[i].ctx && streams[i].ctx != ctx)
-        i++;
-    if (i == MAX_STREAMS) {
-        r = 201; /* CUDA_ERROR_INVALID_CONTEXT: more contexts than gx keeps streams for */
-    } else if (!streams[i].ctx) {
-        r = c->stream_create(&streams[i].s, GX_CU_STREAM_NON_BLOCKING);
-        if (r == GX_CU_SUCCESS)
-            streams[i].ctx = ctx;
-    }
-    if (r == GX_CU_SUCCESS)
-        *out = streams[i].s;
-    pthread_mutex_unlock(&stream_mu);
-    return r;
-}
+/* ---- stream ordering -------------------------------------------------------
+ * The stream forms queue their copies and a host function on the caller's
+ * own stream: no stream of gx's, and the caller's stream orders everything. */
 
 int gx_gpu_stream_wait(void *user_stream, const void *dev_hint)
 {
@@ -294,38 +286,64 @@ int gx_gpu_stream_wait(void *user_stream, const void *dev_hint)
     return GX_OK;
 }
 
-int gx_gpu_stream_stage_out(void *user_stream, void *dev, const void *host, size_t len,
+int gx_gpu_stream_copy_dtoh(void *user_stream, void *host, const void *dev, size_t len)
+{
+    const struct gx_cu *c;
+    int rc = enter(dev, "queueing a device-to-host copy on the caller's stream", &c);
+    if (rc != GX_OK)
+        return rc;
+    gx_cu_result r = c->memcpy_dtoh_async(host, (gx_cu_deviceptr)(uintptr_t)dev, len,
+                                          (gx_cu_stream)user_stream);
+    gx_cu_pop(c);
+    return r == GX_CU_SUCCESS ? GX_OK : copy_err(r, "cuMemcpyDtoHAsync", dev, len);
+}
+
+int gx_gpu_stream_copy_htod(void *user_stream, void *dev, const void *host, size_t len,
                             void **fence)
 {
     *fence = NULL;
     const struct gx_cu *c;
-    int rc = enter(dev, "copying a result back on the caller's stream", &c);
+    int rc = enter(dev, "queueing a host-to-device copy on the caller's stream", &c);
     if (rc != GX_OK)
         return rc;
     struct gpu_fence *f = calloc(1, sizeof(*f));
-    gx_cu_stream s = NULL;
-    gx_cu_result r = f ? own_stream(c, &s) : 2 /* CUDA_ERROR_OUT_OF_MEMORY */;
+    gx_cu_result r = f ? c->ctx_get_current(&f->ctx) : 2 /* CUDA_ERROR_OUT_OF_MEMORY */;
     if (r == GX_CU_SUCCESS)
-        r = c->ctx_get_current(&f->ctx);
-    if (r == GX_CU_SUCCESS)
-        r = c->memcpy_htod_async((gx_cu_deviceptr)(uintptr_t)dev, host, len, s);
+        r = c->memcpy_htod_async((gx_cu_deviceptr)(uintptr_t)dev, host, len,
+                                 (gx_cu_stream)user_stream);
     if (r == GX_CU_SUCCESS)
         r = c->event_create(&f->ev, GX_CU_EVENT_DISABLE_TIMING);
     if (r == GX_CU_SUCCESS)
-        r = c->event_record(f->ev, s);
-    if (r == GX_CU_SUCCESS)
-        r = c->stream_wait_event((gx_cu_stream)user_stream, f->ev, 0);
+        r = c->event_record(f->ev, (gx_cu_stream)user_stream);
     if (r != GX_CU_SUCCESS && f && f->ev) {
-        c->event_synchronize(f->ev); /* the copy may be queued: let it finish */
+        c->stream_synchronize((gx_cu_stream)user_stream); /* the copy may be queued */
         c->event_destroy(f->ev);
     }
     gx_cu_pop(c);
     if (r != GX_CU_SUCCESS) {
-        if (s)
-            c->stream_synchronize(s);
         free(f);
-        return copy_err(r, "stream-ordered cuMemcpyHtoDAsync", dev, len);
+        return copy_err(r, "cuMemcpyHtoDAsync", dev, len);
     }
     *fence = f;
+    return GX_OK;
+}
+
+int gx_gpu_stream_host_fn(void *user_stream, const void *dev_hint, void (*fn)(void *),
+                          void *arg)
+{
+    const struct gx_cu *c;
+    int rc = enter(dev_hint, "queueing gx's step on the caller's stream", &c);
+    if (rc != GX_OK)
+        return rc;
+    gx_cu_result r = c->launch_host_func
+                         ? c->launch_host_func((gx_cu_stream)user_stream, fn, arg)
+                         : 500; /* CUDA_ERROR_NOT_FOUND */
+    gx_cu_pop(c);
+    if (r != GX_CU_SUCCESS) {
+        char e[64];
+        return gx_fail(r == 500 ? GX_EUNSUPPORTED : GX_ESYSTEM, GX_SUB_GPU, "cuLaunchHostFunc "
+                       "on stream %p failed: %s%s", user_stream, gx_cu_errstr(r, e, sizeof(e)),
+                       c->launch_host_func ? "" : " (a CUDA driver older than 10.0)");
+    }
     return GX_OK;
 }

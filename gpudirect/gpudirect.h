@@ -70,17 +70,23 @@ int gx_gpu_copy_htod(void *dev, const void *host, size_t len);
 void *gx_gpu_pinned_get(size_t len, const void *dev_hint, size_t *cap);
 void gx_gpu_pinned_put(void *p, size_t cap);
 
-/* Stream-ordered staging for the stream API. `user_stream` is the caller's
- * CUstream (NULL: the legacy default stream). */
+/* Stream-ordered staging for the stream API: everything is queued on the
+ * caller's stream (`user_stream`, a CUstream; NULL: the legacy default
+ * stream) and returns at once. */
 /** Block until all work already queued on `user_stream` has finished.
  *  `dev_hint` (device memory, may be NULL) picks the context. */
 int gx_gpu_stream_wait(void *user_stream, const void *dev_hint);
-/** Copy host -> dev on gx's own stream (one per context) and make later work
- *  on `user_stream` wait for it; returns at once with *fence. The host block
- *  must stay untouched until the fence passes: give it back with
- *  gx_gpu_pinned_put_after, which reuses it only then. */
-int gx_gpu_stream_stage_out(void *user_stream, void *dev, const void *host, size_t len,
+/** Queue dev -> host (pinned) on `user_stream`. */
+int gx_gpu_stream_copy_dtoh(void *user_stream, void *host, const void *dev, size_t len);
+/** Queue host (pinned) -> dev on `user_stream`, then an event: *fence, which
+ *  gx_gpu_pinned_put_after waits for before reusing the host block. */
+int gx_gpu_stream_copy_htod(void *user_stream, void *dev, const void *host, size_t len,
                             void **fence);
+/** Queue `fn(arg)` on `user_stream` (cuLaunchHostFunc): it runs on the
+ *  driver's thread once the work before it is done, and later work waits
+ *  for it to return. `fn` must make no CUDA call. */
+int gx_gpu_stream_host_fn(void *user_stream, const void *dev_hint, void (*fn)(void *),
+                          void *arg);
 void gx_gpu_pinned_put_after(void *p, size_t cap, void *fence);
 
 /** Device facts for gx-info. */

@@ -106,13 +106,6 @@ int gx_stage_begin(const char *fn, const void **send, size_t send_bytes, void **
             hi[n++] = r + recv_bytes;
         }
     }
-    if (use_stream) {
-        rc = gx_gpu_stream_wait(stream, n ? lo[0] : NULL);
-        if (rc != GX_OK) {
-            free(st);
-            return rc;
-        }
-    }
     for (int i = 0; i < n; i++) {
         struct stage_region *g = &st->r[i];
         g->dev = lo[i];
@@ -133,7 +126,8 @@ int gx_stage_begin(const char *fn, const void **send, size_t send_bytes, void **
         struct stage_region *g = &st->r[i];
         bool has_send = sdev && s >= g->dev && s < g->dev + g->len;
         if (has_send)
-            rc = gx_gpu_copy_dtoh(g->host, g->dev, g->len);
+            rc = use_stream ? gx_gpu_stream_copy_dtoh(stream, g->host, g->dev, g->len)
+                            : gx_gpu_copy_dtoh(g->host, g->dev, g->len);
     }
     if (rc != GX_OK) {
         release(st, true);
@@ -166,20 +160,23 @@ int gx_stage_finish(struct gx_stage *st, int status)
     if (st->finished)
         return status;
     st->finished = true;
-    if (status != GX_OK || !st->recv_dev)
-        return status;
+    if (status != GX_OK || !st->recv_dev || st->use_stream)
+        return status; /* the stream form queued its copy back at the call */
     size_t bytes = st->received && *st->received < st->recv_bytes ? *st->received
                                                                     : st->recv_bytes;
-    if (!bytes)
+    return bytes ? gx_gpu_copy_htod(st->recv_dev, st->recv_host, bytes) : GX_OK;
+}
+
+int gx_stage_stream_out(struct gx_stage *st)
+{
+    if (!st->recv_dev || !st->recv_bytes)
         return GX_OK;
-    if (!st->use_stream)
-        return gx_gpu_copy_htod(st->recv_dev, st->recv_host, bytes);
     /* The region holding the receive buffer keeps the fence. */
     for (int i = 0; i < st->nregions; i++) {
         struct stage_region *g = &st->r[i];
         if (st->recv_dev >= g->dev && st->recv_dev < g->dev + g->len)
-            return gx_gpu_stream_stage_out(st->stream, st->recv_dev, st->recv_host, bytes,
-                                           &g->fence);
+            return gx_gpu_stream_copy_htod(st->stream, st->recv_dev, st->recv_host,
+                                           st->recv_bytes, &g->fence);
     }
     return gx_fail(GX_ESYSTEM, GX_SUB_GPU, "%s: internal: no staging region holds recvbuf",
                    st->fn);

@@ -24,23 +24,29 @@ struct gx_stage;
  *  in-place call stays in place), the device input is copied in, and
  *  *out is the stage to finish; otherwise *out is NULL and nothing changed.
  *  Host and device buffers may be mixed (only the device side is staged).
- *  With `use_stream` the copy in waits for the work already on `stream`
- *  and the copy back is ordered before later work on it. `fn` names the
- *  call in errors. */
+ *  With `use_stream` the copy in is queued on `stream` (the stand-ins fill
+ *  when the stream gets there) and *out is always a stage; the copy back is
+ *  then queued with gx_stage_stream_out. `fn` names the call in errors. */
 int gx_stage_begin(const char *fn, const void **send, size_t send_bytes, void **recv,
                    size_t recv_bytes, bool use_stream, void *stream, struct gx_stage **out);
+
+/** Stream form: queue the copy back to the device receive buffer on the
+ *  stream, after what the caller queued there since (gx's host step). */
+int gx_stage_stream_out(struct gx_stage *st);
 
 /** A receive that may deliver fewer bytes than posted: copy back only
  *  *received bytes (read when the stage finishes). */
 void gx_stage_limit_recv(struct gx_stage *st, const size_t *received);
 
 /** The operation finished with `status`: on GX_OK copy the result back to
- *  the device buffer. Returns `status`, or the copy's error. Runs once. */
+ *  the device buffer (not for the stream form: queued already). Returns
+ *  `status`, or the copy's error. Runs once. */
 int gx_stage_finish(struct gx_stage *st, int status);
 
-/** Free the stage. `finished`: the operation finished (its pinned buffers go
- *  back to the pool); otherwise the transport may still hold them and they
- *  are kept out of reuse. */
+/** Free the stage. `finished`: the operation finished, or its stand-ins are
+ *  fenced by a stream (they go back to the pool, reused once the fence has
+ *  passed); otherwise the transport may still hold them and they are kept
+ *  out of reuse. */
 void gx_stage_free(struct gx_stage *st, bool finished);
 
 #endif

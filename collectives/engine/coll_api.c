@@ -10,11 +10,13 @@
  * with the wrong call.
  */
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "collectives/engine/coll.h"
 #include "collectives/comm/comm_internal.h"
 #include "collectives/comm/request.h"
 #include "collectives/comm/stage.h"
+#include "gpudirect/gpudirect.h"
 #include "common/log.h"
 
 static bool ranges_overlap(const void *a, size_t alen, const void *b, size_t blen)
@@ -111,15 +113,8 @@ static int check_args(struct gx_comm *comm, struct coll_args *a, const char *fn,
     return GX_OK;
 }
 
-/* The caller's CUDA stream for the *_stream forms. */
-struct coll_stream {
-    bool use;
-    void *stream;
-};
-static const struct coll_stream no_stream = { false, NULL };
-
 static int coll_start(struct gx_comm *comm, struct coll_args *a, const char *fn,
-                      struct gx_request **req, const struct coll_stream *cs)
+                      struct gx_request **req)
 {
     if (!comm)
         return gx_fail(GX_EINVAL, GX_SUB_COLL, "%s: comm is NULL", fn);
@@ -136,8 +131,8 @@ static int coll_start(struct gx_comm *comm, struct coll_args *a, const char *fn,
     /* Device buffers: pinned host stand-ins for the host algorithms. */
     struct gx_stage *st = NULL;
     if (rc == GX_OK)
-        rc = gx_stage_begin(fn, &a->sendbuf, u.send_bytes, &a->recvbuf, u.recv_bytes, cs->use,
-                            cs->stream, &st);
+        rc = gx_stage_begin(fn, &a->sendbuf, u.send_bytes, &a->recvbuf, u.recv_bytes, false,
+                            NULL, &st);
     if (rc != GX_OK) {
         coll_note_rejected(comm, seq, a, rc);
         return rc;
@@ -151,22 +146,16 @@ static int coll_start(struct gx_comm *comm, struct coll_args *a, const char *fn,
     return GX_OK;
 }
 
-static int coll_blocking_on(struct gx_comm *comm, struct coll_args *a, const char *fn,
-                            const struct coll_stream *cs)
+static int coll_blocking(struct gx_comm *comm, struct coll_args *a, const char *fn)
 {
     struct gx_request *req = NULL;
     a->will_wait = true; /* no need to wake the progress thread for it */
-    int rc = coll_start(comm, a, fn, &req, cs);
+    int rc = coll_start(comm, a, fn, &req);
     if (rc != GX_OK)
         return rc;
     rc = gx_wait(req, -1);
     gx_request_free(req);
     return rc;
-}
-
-static int coll_blocking(struct gx_comm *comm, struct coll_args *a, const char *fn)
-{
-    return coll_blocking_on(comm, a, fn, &no_stream);
 }
 
 #define ARGS(K, S, R, C, D, O, ROOT)                                           \
@@ -186,7 +175,7 @@ GX_API int gx_iallreduce(struct gx_comm *comm, const void *sendbuf, void *recvbu
 {
     gx_clear_last_error();
     ARGS(COLL_ALLREDUCE, sendbuf, recvbuf, count, dtype, op, -1);
-    return coll_start(comm, &a, "gx_iallreduce", req, &no_stream);
+    return coll_start(comm, &a, "gx_iallreduce", req);
 }
 
 GX_API int gx_broadcast(struct gx_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
@@ -202,7 +191,7 @@ GX_API int gx_ibroadcast(struct gx_comm *comm, const void *sendbuf, void *recvbu
 {
     gx_clear_last_error();
     ARGS(COLL_BROADCAST, sendbuf, recvbuf, count, dtype, GX_REDOP_COUNT, root);
-    return coll_start(comm, &a, "gx_ibroadcast", req, &no_stream);
+    return coll_start(comm, &a, "gx_ibroadcast", req);
 }
 
 GX_API int gx_reduce(struct gx_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
@@ -219,7 +208,7 @@ GX_API int gx_ireduce(struct gx_comm *comm, const void *sendbuf, void *recvbuf, 
 {
     gx_clear_last_error();
     ARGS(COLL_REDUCE, sendbuf, recvbuf, count, dtype, op, root);
-    return coll_start(comm, &a, "gx_ireduce", req, &no_stream);
+    return coll_start(comm, &a, "gx_ireduce", req);
 }
 
 GX_API int gx_allgather(struct gx_comm *comm, const void *sendbuf, void *recvbuf,
@@ -235,7 +224,7 @@ GX_API int gx_iallgather(struct gx_comm *comm, const void *sendbuf, void *recvbu
 {
     gx_clear_last_error();
     ARGS(COLL_ALLGATHER, sendbuf, recvbuf, sendcount, dtype, GX_REDOP_COUNT, -1);
-    return coll_start(comm, &a, "gx_iallgather", req, &no_stream);
+    return coll_start(comm, &a, "gx_iallgather", req);
 }
 
 GX_API int gx_reduce_scatter(struct gx_comm *comm, const void *sendbuf, void *recvbuf,
@@ -252,7 +241,7 @@ GX_API int gx_ireduce_scatter(struct gx_comm *comm, const void *sendbuf, void *r
 {
     gx_clear_last_error();
     ARGS(COLL_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype, op, -1);
-    return coll_start(comm, &a, "gx_ireduce_scatter", req, &no_stream);
+    return coll_start(comm, &a, "gx_ireduce_scatter", req);
 }
 
 GX_API int gx_gather(struct gx_comm *comm, const void *sendbuf, void *recvbuf, size_t sendcount,
@@ -268,7 +257,7 @@ GX_API int gx_igather(struct gx_comm *comm, const void *sendbuf, void *recvbuf, 
 {
     gx_clear_last_error();
     ARGS(COLL_GATHER, sendbuf, recvbuf, sendcount, dtype, GX_REDOP_COUNT, root);
-    return coll_start(comm, &a, "gx_igather", req, &no_stream);
+    return coll_start(comm, &a, "gx_igather", req);
 }
 
 GX_API int gx_scatter(struct gx_comm *comm, const void *sendbuf, void *recvbuf, size_t recvcount,
@@ -285,7 +274,7 @@ GX_API int gx_iscatter(struct gx_comm *comm, const void *sendbuf, void *recvbuf,
 {
     gx_clear_last_error();
     ARGS(COLL_SCATTER, sendbuf, recvbuf, recvcount, dtype, GX_REDOP_COUNT, root);
-    return coll_start(comm, &a, "gx_iscatter", req, &no_stream);
+    return coll_start(comm, &a, "gx_iscatter", req);
 }
 
 GX_API int gx_alltoall(struct gx_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
@@ -301,13 +290,89 @@ GX_API int gx_ialltoall(struct gx_comm *comm, const void *sendbuf, void *recvbuf
 {
     gx_clear_last_error();
     ARGS(COLL_ALLTOALL, sendbuf, recvbuf, count, dtype, GX_REDOP_COUNT, -1);
-    return coll_start(comm, &a, "gx_ialltoall", req, &no_stream);
+    return coll_start(comm, &a, "gx_ialltoall", req);
 }
 
-/* ---- stream-ordered forms (docs/gpu.md) ------------------------------------- */
-#define STREAM_CALL(name)                                                            \
-    struct coll_stream cs = { true, stream };                                        \
-    return coll_blocking_on(comm, &a, name, &cs)
+/* ---- stream-ordered forms (docs/gpu.md) -------------------------------------
+ * Everything is queued on the caller's stream at the call, and the call
+ * returns: the copy in of device input, then a host function that opens the
+ * op's gate and waits for the op (the stream stalls there, so later work
+ * sees the result), then the copy back. The op itself is issued at the call,
+ * so collectives keep the order of the calls on every rank. */
+struct stream_call {
+    int gate;                 /* the op may start (coll_args.gate) */
+    struct gx_request *req;
+};
+
+/* On the driver's thread when the stream reaches the call: no CUDA here. */
+static void stream_call_run(void *arg)
+{
+    struct stream_call *sc = arg;
+    __atomic_store_n(&sc->gate, 1, __ATOMIC_RELEASE);
+    (void)gx_wait(sc->req, -1); /* a failure is the communicator's async error */
+    gx_request_free(sc->req);
+    free(sc);
+}
+
+static int coll_stream_start(struct gx_comm *comm, struct coll_args *a, const char *fn,
+                             void *stream)
+{
+    if (!comm)
+        return gx_fail(GX_EINVAL, GX_SUB_COLL, "%s: comm is NULL", fn);
+    int rc = gx_comm_check_usable(comm, fn);
+    if (rc != GX_OK)
+        return rc;
+    uint64_t seq = coll_next_seq(comm, &rc);
+    if (rc != GX_OK)
+        return rc;
+    struct buf_use u = { 0, 0, NULL };
+    struct gx_stage *st = NULL;
+    char why[200];
+    struct stream_call *sc = calloc(1, sizeof(*sc));
+    rc = sc ? check_args(comm, a, fn, &u) : gx_fail(GX_ENOMEM, GX_SUB_COLL, "%s: out of "
+                                                    "memory", fn);
+    if (rc == GX_OK && !gx_gpu_driver_available(why, sizeof(why)))
+        rc = gx_fail(GX_EUNSUPPORTED, GX_SUB_COLL, "%s: a CUDA stream needs the CUDA driver: "
+                     "%s", fn, why);
+    const void *dev_hint = a->sendbuf; /* the context: before staging swaps the pointers */
+    if (rc == GX_OK)
+        rc = gx_stage_begin(fn, &a->sendbuf, u.send_bytes, &a->recvbuf, u.recv_bytes, true,
+                            stream, &st);
+    if (rc != GX_OK) {
+        free(sc);
+        coll_note_rejected(comm, seq, a, rc);
+        return rc;
+    }
+    a->gate = &sc->gate;
+    rc = coll_issue(comm, seq, a, fn, &sc->req);
+    if (rc != GX_OK) {
+        gx_gpu_stream_wait(stream, dev_hint); /* the queued copy in still writes the stand-ins */
+        gx_stage_free(st, true);
+        free(sc);
+        return gx_comm_note_failure(comm, rc);
+    }
+    struct gx_request *req = sc->req;
+    rc = gx_gpu_stream_host_fn(stream, dev_hint, stream_call_run, sc);
+    if (rc != GX_OK) {
+        /* The op is issued: run it here, in stream order, so no rank waits. */
+        gx_gpu_stream_wait(stream, dev_hint);
+        __atomic_store_n(&sc->gate, 1, __ATOMIC_RELEASE);
+        int wrc = gx_wait(req, -1);
+        gx_request_free(req);
+        free(sc);
+        if (wrc == GX_OK)
+            wrc = gx_stage_stream_out(st);
+        gx_stage_free(st, true);
+        return wrc;
+    }
+    /* sc (and req) belong to the stream now. The copy back follows the host
+     * function; the stand-ins are reused only after it (their fence). */
+    rc = gx_stage_stream_out(st);
+    gx_stage_free(st, true);
+    return rc;
+}
+
+#define STREAM_CALL(name) return coll_stream_start(comm, &a, name, stream)
 
 GX_API int gx_allreduce_stream(struct gx_comm *comm, const void *sendbuf, void *recvbuf,
                                size_t count, enum gx_datatype dtype, enum gx_redop op,

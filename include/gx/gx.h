@@ -333,11 +333,13 @@ GX_API int gx_ialltoall(struct gx_comm *comm, const void *sendbuf, void *recvbuf
  * any mix with host memory; gx stages it through pinned host memory and
  * never touches it with the CPU (docs/gpu.md). The *_stream forms take the
  * caller's CUDA stream (a CUstream / cudaStream_t passed as void *, NULL for
- * the legacy default stream): the call reads the buffers only after the
- * work already queued on `stream`, and work queued on `stream` after the
- * call sees the result. They return once the exchange is done; the copy
- * back to device memory may still be queued (on gx's own stream, which
- * `stream` waits for). Needs the CUDA driver (GX_CUDA_LIB), else
+ * the legacy default stream) and return at once, as NCCL's calls do: the
+ * exchange reads the buffers only after the work queued on `stream` before
+ * the call, and work queued on `stream` after the call sees the result (the
+ * stream waits for the exchange). Buffers belong to the stream until it gets
+ * past the call. A failure of the exchange becomes the communicator's async
+ * error (gx_comm_get_async_error; later calls fail with it). Argument errors
+ * are returned at once. Needs the CUDA driver (GX_CUDA_LIB), else
  * GX_EUNSUPPORTED.
  * ------------------------------------------------------------------------ */
 GX_API int gx_allreduce_stream(struct gx_comm *comm, const void *sendbuf, void *recvbuf,

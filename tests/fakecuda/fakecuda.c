@@ -7,8 +7,11 @@
  *    mapped twice, PROT_NONE at the address gx is given (any load or store
  *    by gx faults) and read-write at an alias only this fake uses;
  *  - gx waits for asynchronous work: an async copy poisons its destination
- *    (0xCD bytes) when queued and lands only when its stream or an event
- *    after it is synchronized (or a stream waiting on that event is);
+ *    (0xCD bytes) when queued on an idle stream and lands only when its
+ *    stream or an event after it is synchronized (or a stream waiting on
+ *    that event is);
+ *  - host functions (cuLaunchHostFunc) run in stream order at the sync, the
+ *    stream waiting for them to return;
  *  - gx makes a context current before copies, stream and event calls
  *    (CUDA_ERROR_INVALID_CONTEXT otherwise);
  *  - gx resolves entry points by version: the only exported driver symbol is
@@ -48,9 +51,23 @@ struct falloc {
     unsigned long long id;
     struct fctx *ctx;
 };
-enum { OP_COPY, OP_WAIT };
-struct fop { int kind; char *dst; const char *src; size_t len; struct fstream *other; unsigned long long ticket; };
-struct fstream { struct fop *ops; size_t nops, cap; unsigned long long submitted, done; };
+enum { OP_COPY, OP_WAIT, OP_HOST };
+struct fop {
+    int kind;
+    char *dst;
+    const char *src;
+    size_t len;
+    struct fstream *other;
+    unsigned long long ticket;
+    void (*fn)(void *); /* OP_HOST */
+    void *arg;
+};
+struct fstream {
+    struct fop *ops;
+    size_t nops, cap;
+    unsigned long long submitted, done;
+    int running; /* an op taken off the queue is still running (a host function) */
+};
 struct fevent { struct fstream *s; unsigned long long ticket; };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -130,6 +147,12 @@ static void run_op(struct fop *o)
     if (o->kind == OP_COPY) {
         memcpy(o->dst, o->src, o->len);
         stat_copies++;
+    } else if (o->kind == OP_HOST) {
+        /* A host function may block (gx's waits for its collective): run it
+         * without the lock, as the driver runs it on its own thread. */
+        pthread_mutex_unlock(&mu);
+        o->fn(o->arg);
+        pthread_mutex_lock(&mu);
     } else {
         flush(o->other, o->ticket);
     }
@@ -138,10 +161,18 @@ static void run_op(struct fop *o)
 static void flush(struct fstream *s, unsigned long long upto)
 {
     while (s->done < upto && s->done < s->submitted) {
+        if (s->running) { /* another thread runs this stream's host function */
+            pthread_mutex_unlock(&mu);
+            usleep(100);
+            pthread_mutex_lock(&mu);
+            continue;
+        }
         struct fop o = s->ops[0];
         memmove(s->ops, s->ops + 1, (s->nops - 1) * sizeof(*s->ops));
         s->nops--;
+        s->running = 1;
         run_op(&o);
+        s->running = 0;
         s->done++;
     }
 }
@@ -405,7 +436,11 @@ static int copy_async(char *dst_addr, const char *src_addr, size_t len, struct f
     const char *src = view((uintptr_t)src_addr, len);
     int rc = d && src ? OK : E_INVALID_VALUE;
     if (rc == OK) {
-        memset(d, POISON, len); /* readers before the sync see poison */
+        /* Readers outside the stream see poison until the sync; an earlier op
+         * still queued on the stream might read it, so then it stays as is. */
+        struct fstream *q = s ? s : &legacy;
+        if (q->nops == 0 && !q->running)
+            memset(d, POISON, len);
         rc = enqueue(s, (struct fop){ .kind = OP_COPY, .dst = d, .src = src, .len = len });
     }
     pthread_mutex_unlock(&mu);
@@ -476,7 +511,14 @@ static int fk_event_sync(struct fevent *e)
     pthread_mutex_unlock(&mu);
     return OK;
 }
-static int fk_event_query(struct fevent *e) { return fk_event_sync(e); }
+static int fk_event_query(struct fevent *e)
+{
+    NEED_CTX();
+    pthread_mutex_lock(&mu);
+    int done = !e->s || e->s->done >= e->ticket;
+    pthread_mutex_unlock(&mu);
+    return done ? OK : 600; /* CUDA_ERROR_NOT_READY: a query runs nothing */
+}
 static int fk_event_destroy(struct fevent *e) { NEED_CTX(); free(e); return OK; }
 static int fk_stream_wait_event(struct fstream *s, struct fevent *e, unsigned flags)
 {
@@ -486,6 +528,16 @@ static int fk_stream_wait_event(struct fstream *s, struct fevent *e, unsigned fl
     int rc = e->s ? enqueue(s, (struct fop){ .kind = OP_WAIT, .other = e->s,
                                               .ticket = e->ticket })
                   : OK;
+    pthread_mutex_unlock(&mu);
+    return rc;
+}
+
+static int fk_launch_host_func(struct fstream *s, void (*fn)(void *), void *arg)
+{
+    FAILPOINT("cuLaunchHostFunc");
+    NEED_CTX();
+    pthread_mutex_lock(&mu);
+    int rc = enqueue(s, (struct fop){ .kind = OP_HOST, .fn = fn, .arg = arg });
     pthread_mutex_unlock(&mu);
     return rc;
 }
@@ -553,6 +605,7 @@ static const struct { const char *name; int min_version; void *fn; } procs[] = {
     { "cuEventQuery", 2000, (void *)fk_event_query },
     { "cuEventDestroy", 4000, (void *)fk_event_destroy },    /* _v2 */
     { "cuMemGetHandleForAddressRange", 11070, (void *)fk_dmabuf },
+    { "cuLaunchHostFunc", 10000, (void *)fk_launch_host_func },
     { "cuGetErrorName", 6000, (void *)fk_error_name },
 };
 

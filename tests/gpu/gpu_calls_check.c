@@ -13,6 +13,9 @@
  *   gpu_calls_check gpu1         (fake, FAKECUDA_DEVICES=2 DEVMEM_DEVICE=1) the
  *                                process works on GPU 1: blocking, stream and
  *                                p2p calls never touch GPU 0's context
+ *   gpu_calls_check async        (fake) gx_allreduce_stream returns before the
+ *                                exchange: nothing has changed until the
+ *                                stream is synchronized, then the sum is there
  *   gpu_calls_check queryfail    (fake only) the driver's pointer query
  *                                fails: the call fails with GX_ESYSTEM naming
  *                                sendbuf on every rank; the comm still works
@@ -169,6 +172,7 @@ static void mode_gpu1(struct gx_comm *comm, int n)
     void *d = dev_from(v, sizeof(v));
     CHECK(gx_allreduce(comm, d, d, 1000, GX_FLOAT32, GX_SUM) == GX_OK, "allreduce");
     CHECK(gx_allreduce_stream(comm, d, d, 1000, GX_FLOAT32, GX_SUM, NULL) == GX_OK, "stream");
+    CHECK(dm.stream_sync(NULL) == 0, "stream sync");
     void *e = NULL;
     CHECK(gx_device_alloc(&e, sizeof(v)) == GX_OK, "gx_device_alloc in the current context");
     CHECK(gx_device_copy(e, d, sizeof(v)) == GX_OK && gx_device_copy(v, e, sizeof(v)) == GX_OK,
@@ -181,6 +185,31 @@ static void mode_gpu1(struct gx_comm *comm, int n)
     dm.free_((uintptr_t)d);
     mode_p2p(comm, n);
     CHECK(!used(0), "gx created or used a context on GPU 0 in a process working on GPU 1");
+}
+
+static void mode_async(struct gx_comm *comm, int n)
+{
+    enum { COUNT = 5000 };
+    float *v = malloc(sizeof(float) * COUNT);
+    for (int i = 0; i < COUNT; i++)
+        v[i] = (float)(me + i);
+    void *d = dev_from(v, sizeof(float) * COUNT);
+    void *s = NULL;
+    CHECK(dm.stream_create(&s, 1) == 0, "stream");
+    CHECK(gx_allreduce_stream(comm, d, d, COUNT, GX_FLOAT32, GX_SUM, s) == GX_OK, "queue");
+    CHECK(gx_allreduce_stream(comm, d, d, COUNT, GX_FLOAT32, GX_SUM, s) == GX_OK, "queue 2");
+    float now[4];
+    CHECK(dm.peek((uintptr_t)d, now, sizeof(now)) == 0 && now[1] == (float)(me + 1),
+          "the call waited for the exchange: element 1 is %g already", now[1]);
+    CHECK(dm.stream_sync(s) == 0, "sync");
+    to_host(v, d, sizeof(float) * COUNT);
+    for (int i = 0; i < COUNT; i++) {
+        float want = (float)n * (float)(n * (n - 1) / 2 + n * i);
+        CHECK(v[i] == want, "element %d: %g, expected %g (two sums in stream order)", i, v[i],
+              want);
+    }
+    dm.free_((uintptr_t)d);
+    free(v);
 }
 
 static void mode_queryfail(struct gx_comm *comm, int n)
@@ -212,7 +241,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "gpu_calls_check: %s\n", dm.why);
         return 77;
     }
-    if ((!strcmp(mode, "queryfail") || !strcmp(mode, "gpu1")) && !dm.peek) {
+    if ((!strcmp(mode, "queryfail") || !strcmp(mode, "gpu1") || !strcmp(mode, "async")) &&
+        !dm.peek) {
         fprintf(stderr, "gpu_calls_check queryfail: needs the fake libcuda\n");
         return 77;
     }
@@ -230,10 +260,12 @@ int main(int argc, char **argv)
         mode_queryfail(comm, n);
     else if (!strcmp(mode, "gpu1"))
         mode_gpu1(comm, n);
+    else if (!strcmp(mode, "async"))
+        mode_async(comm, n);
     else if (!strcmp(mode, "nodriver"))
         mode_nodriver(comm, n);
     else
-        CHECK(0, "usage: gpu_calls_check p2p|nonblocking|ddp|gpu1|queryfail|nodriver");
+        CHECK(0, "usage: gpu_calls_check p2p|nonblocking|ddp|gpu1|async|queryfail|nodriver");
     CHECK(gx_comm_finalize(comm) == GX_OK, "finalize");
     gx_comm_destroy(comm);
     printf("PASS %s on %d ranks\n", mode, n);

@@ -10,8 +10,8 @@
  *                           guard that makes every staging test meaningful)
  *   gpu_mem_test error      a failing driver query is an error, not "host"
  *   gpu_mem_test copy       synchronous copies, the pinned pool's reuse
- *   gpu_mem_test stream     stream-ordered staging: the copy back lands only
- *                           after the caller's stream is synchronized
+ *   gpu_mem_test stream     copies and a host function queued on a stream
+ *                           land / run only when it is synchronized, in order
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -160,6 +160,19 @@ static int t_copy(void)
     CHECK_DONE("copy");
 }
 
+struct host_fn_probe {
+    const char *host;
+    char seen;
+    int ran;
+};
+
+static void host_fn(void *arg)
+{
+    struct host_fn_probe *p = arg;
+    p->seen = p->host[0]; /* the copy queued before it has landed */
+    p->ran = 1;
+}
+
 static int t_stream(void)
 {
     int (*peek)(unsigned long long, void *, size_t) =
@@ -174,15 +187,25 @@ static int t_stream(void)
     char *h = gx_gpu_pinned_get(N, d, &cap);
     memset(h, 0x42, N);
     void *fence = NULL;
-    CHECK(gx_gpu_stream_stage_out(NULL, d, h, N, &fence) == GX_OK && fence, "stage out");
+    CHECK(gx_gpu_stream_copy_htod(NULL, d, h, N, &fence) == GX_OK && fence, "queue htod");
     char v[N];
     peek((uintptr_t)d, v, N);
     CHECK((unsigned char)v[0] == 0xCD && (unsigned char)v[N - 1] == 0xCD,
           "poison before the stream is synchronized: %x", (unsigned char)v[0]);
+    /* Back to host, then a host function that must see it. */
+    char *h2 = malloc(N);
+    memset(h2, 0, N);
+    struct host_fn_probe probe = { h2, 0, 0 };
+    CHECK(gx_gpu_stream_copy_dtoh(NULL, h2, d, N) == GX_OK, "queue dtoh");
+    CHECK(gx_gpu_stream_host_fn(NULL, d, host_fn, &probe) == GX_OK, "queue host fn");
+    CHECK(!probe.ran, "the host function ran before the stream reached it");
     CHECK(gx_gpu_stream_wait(NULL, d) == GX_OK, "stream wait");
     peek((uintptr_t)d, v, N);
-    CHECK(v[0] == 0x42 && v[N - 1] == 0x42, "landed after the caller's stream: %x", v[0]);
+    CHECK(v[0] == 0x42 && v[N - 1] == 0x42, "landed after the stream: %x", v[0]);
+    CHECK(probe.ran && probe.seen == 0x42, "host function in stream order (ran %d, saw %x)",
+          probe.ran, probe.seen);
     gx_gpu_pinned_put_after(h, cap, fence);
+    free(h2);
     gx_gpu_free(d);
     CHECK_DONE("stream");
 }
