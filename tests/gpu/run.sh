@@ -104,18 +104,33 @@ if [ -n "$kernel" ]; then
 fi
 
 echo "## benchmark: device-buffer all-reduce, float sum, busbw in GB/s"
+py=$(command -v python3 || true)
+have_torch=0
+if [ -n "$py" ] && "$py" -c 'import torch, torch.distributed as d; assert torch.cuda.is_available() and d.is_gloo_available()' 2>/dev/null; then
+    have_torch=1
+else
+    echo "### no python3 with CUDA torch and gloo: no Gloo comparison"
+fi
 for n in 2 4; do
-    echo "### gx-perf --device, $n processes on one GPU"
-    gxrun -n $n "$bin/gx-perf" all_reduce --device -b 1M -e 256M -f 4 -n 20 -w 5 -c 1 ||
-        failed=1
-    py=$(command -v python3)
-    if [ -n "$py" ] && "$py" -c 'import torch, torch.distributed as d; assert torch.cuda.is_available() and d.is_gloo_available()' 2>/dev/null; then
-        echo "### torch.distributed gloo, CUDA tensors, $n processes"
-        "$py" "$src/perf/gloo_allreduce_bench.py" --cuda --nproc $n -b 1M -e 256M -f 4 \
-            -n 20 -w 5 -c 1 || failed=1
-    else
-        echo "### no python3 with CUDA torch and gloo: no Gloo comparison"
-    fi
+    gx_csv="$build/bench-gx-$n.csv" gloo_csv="$build/bench-gloo-$n.csv"
+    echo "### gx-perf all_reduce --device, $n processes on one GPU (CSV)"
+    gxrun -n $n "$bin/gx-perf" all_reduce --device -b 1M -e 256M -f 4 -n 20 -w 5 -c 1 --csv \
+        > "$gx_csv" || failed=1
+    cat "$gx_csv"
+    [ $have_torch = 1 ] || continue
+    echo "### torch.distributed gloo, CUDA tensors, $n processes (CSV)"
+    "$py" "$src/perf/gloo_allreduce_bench.py" --cuda --nproc $n -b 1M -e 256M -f 4 -n 20 \
+        -w 5 -c 1 --csv > "$gloo_csv" || failed=1
+    cat "$gloo_csv"
+    echo "### in-place busbw, gx vs Gloo, $n processes (goal: gx >= 2x Gloo at >= 1 MiB)"
+    awk -F, 'FNR == 1 { next }
+             $9 != "in-place" { next }
+             FILENAME == ARGV[1] { gx[$4] = $12; next }
+             { gl[$4] = $12 }
+             END { for (s in gx) if (s in gl && gl[s] > 0)
+                       printf "  %10d B  gx %8.3f  gloo %8.3f  ratio %5.2f%s\n", s, gx[s],
+                              gl[s], gx[s] / gl[s], (gx[s] >= 2 * gl[s]) ? "" : "  (below 2x)" }' \
+        "$gx_csv" "$gloo_csv" | sort -n
 done
 echo "## result: $([ $failed = 0 ] && echo all passed || echo FAILURES)"
 echo "# report: $report"
