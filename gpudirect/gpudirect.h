@@ -89,6 +89,11 @@ int gx_gpu_stream_host_fn(void *user_stream, const void *dev_hint, void (*fn)(vo
                           void *arg);
 void gx_gpu_pinned_put_after(void *p, size_t cap, void *fence);
 
+/** The NCCL library (GX_NCCL_LIB, default libnccl.so.2): its version code
+ *  (NCCL_VERSION_CODE, e.g. 22809), or 0; `why` says which and where, or
+ *  why none ("no libnccl: ..."). Reported by gx-info; not used otherwise. */
+int gx_nccl_version(char *why, size_t why_len);
+
 /** Device facts for gx-info. */
 int gx_gpu_device_count(void);
 int gx_gpu_driver_version(void);

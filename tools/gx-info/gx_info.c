@@ -129,7 +129,6 @@ static void print_gpus(bool json)
         printf(", \"driver_version\": %d, \"devices\": [", v);
     } else if (!ok) {
         printf("\nGPUs: %s\n", why);
-        return;
     } else {
         printf("\nGPUs (CUDA driver %d.%d, device buffers staged through pinned host "
                "memory):\n", v / 1000, v % 1000 / 10);
@@ -150,8 +149,21 @@ static void print_gpus(bool json)
             printf("  %d  %s\n", i, gx_last_error());
         }
     }
-    if (json)
-        printf("]},\n");
+    char nwhy[320];
+    int nv = gx_nccl_version(nwhy, sizeof(nwhy));
+    static const char kernels[] = "not built: reductions of device buffers run on the host "
+                                  "after staging";
+    if (json) {
+        printf("], \"nccl\": {\"version_code\": %d, \"reason\": ", nv);
+        json_string(nwhy);
+        printf("}, \"cuda_kernels\": ");
+        json_string(kernels);
+        printf("},\n");
+        return;
+    }
+    printf("NCCL: %s%s\n", nwhy, nv ? ": found, not used yet (device buffers are staged "
+                                       "through host memory)" : "");
+    printf("CUDA reduction kernels: %s\n", kernels);
 }
 
 static int print_info(bool json)
