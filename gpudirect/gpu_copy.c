@@ -28,8 +28,10 @@ static int copy_err(gx_cu_result r, const char *what, const void *dev, size_t le
                    what, len, dev, gx_cu_errstr(r, e, sizeof(e)));
 }
 
-/* The driver and the device pointer's context made current. */
-static int enter(const void *dev, const char *what, const struct gx_cu **out)
+/* The driver and the device pointer's context made current. `dev` must be
+ * device memory; a hint (enter_hint) may be anything: host memory or NULL
+ * then means the calling thread's context. */
+static int enter_ctx(const void *dev, bool strict, const char *what, const struct gx_cu **out)
 {
     char why[200];
     const struct gx_cu *c = gx_cu_get(why, sizeof(why));
@@ -40,13 +42,23 @@ static int enter(const void *dev, const char *what, const struct gx_cu **out)
         int rc = gx_gpu_ptr_query(dev, &g);
         if (rc != GX_OK)
             return rc;
-        if (g.type != GX_GPU_MEM_CUDA)
+        if (g.type != GX_GPU_MEM_CUDA && strict)
             return gx_fail(GX_EINVAL, GX_SUB_GPU, "%s: %p is not device memory", what, dev);
     }
-    int rc = gx_cu_push(c, g.ctx, what);
+    int rc = gx_cu_push(c, g.type == GX_GPU_MEM_CUDA ? g.ctx : NULL, what);
     if (rc == GX_OK)
         *out = c;
     return rc;
+}
+
+static int enter(const void *dev, const char *what, const struct gx_cu **out)
+{
+    return enter_ctx(dev, true, what, out);
+}
+
+static int enter_hint(const void *hint, const char *what, const struct gx_cu **out)
+{
+    return enter_ctx(hint, false, what, out);
 }
 
 int gx_gpu_copy_dtoh(void *host, const void *dev, size_t len)
@@ -266,7 +278,7 @@ void gx_gpu_pinned_put(void *p, size_t cap)
 int gx_gpu_stream_wait(void *user_stream, const void *dev_hint)
 {
     const struct gx_cu *c;
-    int rc = enter(dev_hint, "waiting for the caller's stream", &c);
+    int rc = enter_hint(dev_hint, "waiting for the caller's stream", &c);
     if (rc != GX_OK)
         return rc;
     gx_cu_event ev = NULL;
@@ -332,7 +344,7 @@ int gx_gpu_stream_host_fn(void *user_stream, const void *dev_hint, void (*fn)(vo
                           void *arg)
 {
     const struct gx_cu *c;
-    int rc = enter(dev_hint, "queueing gx's step on the caller's stream", &c);
+    int rc = enter_hint(dev_hint, "queueing gx's step on the caller's stream", &c);
     if (rc != GX_OK)
         return rc;
     gx_cu_result r = c->launch_host_func

@@ -74,7 +74,8 @@ void gx_gpu_pinned_put(void *p, size_t cap);
  * caller's stream (`user_stream`, a CUstream; NULL: the legacy default
  * stream) and returns at once. */
 /** Block until all work already queued on `user_stream` has finished.
- *  `dev_hint` (device memory, may be NULL) picks the context. */
+ *  `dev_hint` picks the context when it is device memory (else, as NULL:
+ *  the calling thread's). */
 int gx_gpu_stream_wait(void *user_stream, const void *dev_hint);
 /** Queue dev -> host (pinned) on `user_stream`. */
 int gx_gpu_stream_copy_dtoh(void *user_stream, void *host, const void *dev, size_t len);

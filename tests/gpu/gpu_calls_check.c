@@ -16,6 +16,9 @@
  *   gpu_calls_check async        (fake) gx_allreduce_stream returns before the
  *                                exchange: nothing has changed until the
  *                                stream is synchronized, then the sum is there
+ *   gpu_calls_check asyncmixed   (fake) the same with a host sendbuf and a
+ *                                device recvbuf, and with host buffers only:
+ *                                still queued on the stream, not run at once
  *   gpu_calls_check queryfail    (fake only) the driver's pointer query
  *                                fails: the call fails with GX_ESYSTEM naming
  *                                sendbuf on every rank; the comm still works
@@ -212,6 +215,36 @@ static void mode_async(struct gx_comm *comm, int n)
     free(v);
 }
 
+static void mode_asyncmixed(struct gx_comm *comm, int n)
+{
+    enum { COUNT = 3000 };
+    float *hs = malloc(sizeof(float) * COUNT), *hr = malloc(sizeof(float) * COUNT);
+    for (int i = 0; i < COUNT; i++) {
+        hs[i] = (float)(me + i);
+        hr[i] = -1;
+    }
+    void *dr = dev_from(hr, sizeof(float) * COUNT);
+    void *s = NULL;
+    CHECK(dm.stream_create(&s, 1) == 0, "stream");
+    CHECK(gx_allreduce_stream(comm, hs, dr, COUNT, GX_FLOAT32, GX_SUM, s) == GX_OK, "mixed");
+    CHECK(gx_allreduce_stream(comm, hs, hr, COUNT, GX_FLOAT32, GX_SUM, s) == GX_OK, "host");
+    float now[2];
+    CHECK(dm.peek((uintptr_t)dr, now, sizeof(now)) == 0 && now[1] == -1 && hr[1] == -1,
+          "a stream call ran before the stream got there (device %g, host %g)", now[1], hr[1]);
+    CHECK(dm.stream_sync(s) == 0, "sync");
+    float *got = malloc(sizeof(float) * COUNT);
+    to_host(got, dr, sizeof(float) * COUNT);
+    for (int i = 0; i < COUNT; i++) {
+        float want = (float)(n * (n - 1) / 2 + n * i);
+        CHECK(got[i] == want && hr[i] == want, "element %d: device %g, host %g, expected %g", i,
+              got[i], hr[i], want);
+    }
+    dm.free_((uintptr_t)dr);
+    free(hs);
+    free(hr);
+    free(got);
+}
+
 static void mode_queryfail(struct gx_comm *comm, int n)
 {
     float v[4] = { 1, 2, 3, 4 };
@@ -241,7 +274,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "gpu_calls_check: %s\n", dm.why);
         return 77;
     }
-    if ((!strcmp(mode, "queryfail") || !strcmp(mode, "gpu1") || !strcmp(mode, "async")) &&
+    if ((!strcmp(mode, "queryfail") || !strcmp(mode, "gpu1") || !strncmp(mode, "async", 5)) &&
         !dm.peek) {
         fprintf(stderr, "gpu_calls_check queryfail: needs the fake libcuda\n");
         return 77;
@@ -262,10 +295,12 @@ int main(int argc, char **argv)
         mode_gpu1(comm, n);
     else if (!strcmp(mode, "async"))
         mode_async(comm, n);
+    else if (!strcmp(mode, "asyncmixed"))
+        mode_asyncmixed(comm, n);
     else if (!strcmp(mode, "nodriver"))
         mode_nodriver(comm, n);
     else
-        CHECK(0, "usage: gpu_calls_check p2p|nonblocking|ddp|gpu1|async|queryfail|nodriver");
+        CHECK(0, "usage: gpu_calls_check p2p|nonblocking|ddp|gpu1|async|asyncmixed|queryfail|nodriver");
     CHECK(gx_comm_finalize(comm) == GX_OK, "finalize");
     gx_comm_destroy(comm);
     printf("PASS %s on %d ranks\n", mode, n);
