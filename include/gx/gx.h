@@ -339,8 +339,8 @@ GX_API int gx_ialltoall(struct gx_comm *comm, const void *sendbuf, void *recvbuf
  * stream waits for the exchange). Buffers belong to the stream until it gets
  * past the call. A failure of the exchange becomes the communicator's async
  * error (gx_comm_get_async_error; later calls fail with it). Argument errors
- * are returned at once. Needs the CUDA driver (GX_CUDA_LIB), else
- * GX_EUNSUPPORTED.
+ * are returned at once. Synchronize the stream before finalizing the
+ * communicator. Needs the CUDA driver (GX_CUDA_LIB), else GX_EUNSUPPORTED.
  * ------------------------------------------------------------------------ */
 GX_API int gx_allreduce_stream(struct gx_comm *comm, const void *sendbuf, void *recvbuf,
                                size_t count, enum gx_datatype dtype, enum gx_redop op,
