@@ -19,6 +19,11 @@
  *   gpu_calls_check asyncmixed   (fake) the same with a host sendbuf and a
  *                                device recvbuf, and with host buffers only:
  *                                still queued on the stream, not run at once
+ *   gpu_calls_check dead [stream]  rank 2 is killed among all-reduces on
+ *                                device buffers (blocking, or the stream form
+ *                                with a stream sync after each): every other
+ *                                rank fails naming rank 2, within 2 x
+ *                                GX_TIMEOUT, and no stream sync hangs
  *   gpu_calls_check queryfail    (fake only) the driver's pointer query
  *                                fails: the call fails with GX_ESYSTEM naming
  *                                sendbuf on every rank; the comm still works
@@ -26,9 +31,12 @@
  *                                form is GX_EUNSUPPORTED with the reason,
  *                                host collectives still work
  */
+#include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "devmem.h"
 #include "gx/gx.h"
@@ -245,6 +253,48 @@ static void mode_asyncmixed(struct gx_comm *comm, int n)
     free(got);
 }
 
+static void mode_dead(struct gx_comm *comm, bool stream)
+{
+    size_t count = 1 << 18;
+    float *h = calloc(count, sizeof(float));
+    void *d = dev_from(h, count * sizeof(float));
+    void *s = NULL;
+    CHECK(dm.stream_create(&s, 1) == 0, "stream");
+    const char *to = getenv("GX_TIMEOUT");
+    double timeout = to ? atof(to) / 1000.0 : 30.0;
+    for (int it = 0;; it++) {
+        if (me == 2 && it == 5)
+            raise(SIGKILL);
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        int rc;
+        if (stream) {
+            rc = gx_allreduce_stream(comm, d, d, count, GX_FLOAT32, GX_SUM, s);
+            CHECK(dm.stream_sync(s) == 0, "stream sync");
+            if (rc == GX_OK) /* a failed exchange is the comm's async error */
+                rc = gx_comm_get_async_error(comm, NULL, 0);
+        } else {
+            rc = gx_allreduce(comm, d, d, count, GX_FLOAT32, GX_SUM);
+        }
+        if (rc == GX_OK) {
+            CHECK(it < 1000, "all-reduces keep succeeding with rank 2 dead");
+            continue;
+        }
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double took = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+        char async[512];
+        int as = gx_comm_get_async_error(comm, async, sizeof(async));
+        CHECK(as != GX_OK && strstr(async, "rank 2"), "the failure does not name rank 2: %s",
+              async);
+        CHECK(took < 2 * timeout, "took %.1f s (GX_TIMEOUT %.1f s)", took, timeout);
+        rc = gx_allreduce_stream(comm, d, d, count, GX_FLOAT32, GX_SUM, s);
+        CHECK(rc != GX_OK, "a call after the failure succeeded");
+        printf("DEADCHECK ok rank %d after %.2f s: %s\n", me, took, async);
+        fflush(stdout);
+        exit(0);
+    }
+}
+
 static void mode_queryfail(struct gx_comm *comm, int n)
 {
     float v[4] = { 1, 2, 3, 4 };
@@ -297,10 +347,12 @@ int main(int argc, char **argv)
         mode_async(comm, n);
     else if (!strcmp(mode, "asyncmixed"))
         mode_asyncmixed(comm, n);
+    else if (!strcmp(mode, "dead"))
+        mode_dead(comm, argc > 2 && !strcmp(argv[2], "stream"));
     else if (!strcmp(mode, "nodriver"))
         mode_nodriver(comm, n);
     else
-        CHECK(0, "usage: gpu_calls_check p2p|nonblocking|ddp|gpu1|async|asyncmixed|queryfail|nodriver");
+        CHECK(0, "usage: gpu_calls_check p2p|nonblocking|ddp|gpu1|async|asyncmixed|dead [stream]|queryfail|nodriver");
     CHECK(gx_comm_finalize(comm) == GX_OK, "finalize");
     gx_comm_destroy(comm);
     printf("PASS %s on %d ranks\n", mode, n);
