@@ -340,6 +340,32 @@ int gx_gpu_stream_copy_htod(void *user_stream, void *dev, const void *host, size
     return GX_OK;
 }
 
+int gx_gpu_stream_fence(void *user_stream, const void *dev_hint, void **fence)
+{
+    *fence = NULL;
+    const struct gx_cu *c;
+    int rc = enter_hint(dev_hint, "fencing staging memory on the caller's stream", &c);
+    if (rc != GX_OK)
+        return rc;
+    struct gpu_fence *f = calloc(1, sizeof(*f));
+    gx_cu_result r = f ? c->ctx_get_current(&f->ctx) : 2 /* CUDA_ERROR_OUT_OF_MEMORY */;
+    if (r == GX_CU_SUCCESS)
+        r = c->event_create(&f->ev, GX_CU_EVENT_DISABLE_TIMING);
+    if (r == GX_CU_SUCCESS)
+        r = c->event_record(f->ev, (gx_cu_stream)user_stream);
+    if (r != GX_CU_SUCCESS && f && f->ev)
+        c->event_destroy(f->ev);
+    gx_cu_pop(c);
+    if (r != GX_CU_SUCCESS) {
+        free(f);
+        char e[64];
+        return gx_fail(GX_ESYSTEM, GX_SUB_GPU, "recording an event on stream %p failed: %s",
+                       user_stream, gx_cu_errstr(r, e, sizeof(e)));
+    }
+    *fence = f;
+    return GX_OK;
+}
+
 int gx_gpu_stream_host_fn(void *user_stream, const void *dev_hint, void (*fn)(void *),
                           void *arg)
 {

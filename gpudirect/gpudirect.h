@@ -83,6 +83,9 @@ int gx_gpu_stream_copy_dtoh(void *user_stream, void *host, const void *dev, size
  *  gx_gpu_pinned_put_after waits for before reusing the host block. */
 int gx_gpu_stream_copy_htod(void *user_stream, void *dev, const void *host, size_t len,
                             void **fence);
+/** An event recorded on `user_stream` now: *fence for gx_gpu_pinned_put_after
+ *  of a block the stream still uses (a stand-in its queued copy fills). */
+int gx_gpu_stream_fence(void *user_stream, const void *dev_hint, void **fence);
 /** Queue `fn(arg)` on `user_stream` (cuLaunchHostFunc): it runs on the
  *  driver's thread once the work before it is done, and later work waits
  *  for it to return. `fn` must make no CUDA call. */

@@ -169,17 +169,24 @@ int gx_stage_finish(struct gx_stage *st, int status)
 
 int gx_stage_stream_out(struct gx_stage *st)
 {
-    if (!st->recv_dev || !st->recv_bytes)
-        return GX_OK;
-    /* The region holding the receive buffer keeps the fence. */
+    /* The copy back into the device receive buffer fences its region; every
+     * other region (a send stand-in the stream's queued copy fills and the
+     * exchange reads) gets an event after it all, so no call reuses a
+     * stand-in before this stream is past it. */
+    int rc = GX_OK;
     for (int i = 0; i < st->nregions; i++) {
         struct stage_region *g = &st->r[i];
-        if (st->recv_dev >= g->dev && st->recv_dev < g->dev + g->len)
-            return gx_gpu_stream_copy_htod(st->stream, st->recv_dev, st->recv_host,
-                                           st->recv_bytes, &g->fence);
+        bool has_recv = st->recv_dev && st->recv_bytes && st->recv_dev >= g->dev &&
+                        st->recv_dev < g->dev + g->len;
+        int r = has_recv ? gx_gpu_stream_copy_htod(st->stream, st->recv_dev, st->recv_host,
+                                                   st->recv_bytes, &g->fence)
+                         : gx_gpu_stream_fence(st->stream, g->dev, &g->fence);
+        if (r != GX_OK && rc == GX_OK)
+            rc = r;
     }
-    return gx_fail(GX_ESYSTEM, GX_SUB_GPU, "%s: internal: no staging region holds recvbuf",
-                   st->fn);
+    if (rc != GX_OK) /* a stand-in without its fence: let the stream finish with it */
+        (void)gx_gpu_stream_wait(st->stream, st->nregions ? st->r[0].dev : NULL);
+    return rc;
 }
 
 void gx_stage_free(struct gx_stage *st, bool finished)

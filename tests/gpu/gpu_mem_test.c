@@ -12,6 +12,9 @@
  *   gpu_mem_test copy       synchronous copies, the pinned pool's reuse
  *   gpu_mem_test stream     copies and a host function queued on a stream
  *                           land / run only when it is synchronized, in order
+ *   gpu_mem_test stagefence the stand-ins of a stream-form stage (send and
+ *                           receive) go back to the pool fenced: no other call
+ *                           gets them before the stream is past the call
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -22,6 +25,7 @@
 #include <unistd.h>
 
 #include "../unit/check.h"
+#include "collectives/comm/stage.h"
 #include "common/log.h"
 #include "gpudirect/gpudirect.h"
 
@@ -210,6 +214,35 @@ static int t_stream(void)
     CHECK_DONE("stream");
 }
 
+static int t_stagefence(void)
+{
+    enum { N = 100000 };
+    char *ds = NULL, *dr = NULL;
+    CHECK(gx_gpu_alloc((void **)&ds, N) == GX_OK && gx_gpu_alloc((void **)&dr, N) == GX_OK,
+          "alloc");
+    const void *send = ds;
+    void *recv = dr;
+    struct gx_stage *st = NULL;
+    CHECK(gx_stage_begin("test", &send, N, &recv, N, true, NULL, &st) == GX_OK && st, "begin");
+    CHECK(send != ds && recv != dr, "stand-ins");
+    CHECK(gx_stage_stream_out(st) == GX_OK, "stream out");
+    gx_stage_free(st, true);
+    size_t c1, c2;
+    void *p1 = gx_gpu_pinned_get(N, ds, &c1), *p2 = gx_gpu_pinned_get(N, ds, &c2);
+    CHECK(p1 != send && p1 != recv && p2 != send && p2 != recv,
+          "a stand-in the stream still uses was handed out again (send %p recv %p, got %p %p)",
+          send, recv, p1, p2);
+    gx_gpu_pinned_put(p1, c1);
+    gx_gpu_pinned_put(p2, c2);
+    CHECK(gx_gpu_stream_wait(NULL, ds) == GX_OK, "stream wait");
+    void *p3 = gx_gpu_pinned_get(N, ds, &c1);
+    CHECK(p3, "get");
+    gx_gpu_pinned_put(p3, c1);
+    gx_gpu_free(ds);
+    gx_gpu_free(dr);
+    CHECK_DONE("stagefence");
+}
+
 int main(int argc, char **argv)
 {
     const char *t = argc > 1 ? argv[1] : "";
@@ -225,6 +258,8 @@ int main(int argc, char **argv)
         return t_copy();
     if (!strcmp(t, "stream"))
         return t_stream();
-    fprintf(stderr, "usage: gpu_mem_test nolib|query|fault|error|copy|stream\n");
+    if (!strcmp(t, "stagefence"))
+        return t_stagefence();
+    fprintf(stderr, "usage: gpu_mem_test nolib|query|fault|error|copy|stream|stagefence\n");
     return 2;
 }
