@@ -55,6 +55,8 @@ def options(argv):
     p.add_argument("-c", "--check", type=int, default=1)
     p.add_argument("-a", "--average", type=int, default=1, choices=[0, 1, 2, 3])
     p.add_argument("--csv", action="store_true")
+    p.add_argument("--cuda", action="store_true",
+                   help="CUDA tensors on GPU LOCAL_RANK %% device count (tests/gpu/run.sh)")
     p.add_argument("--nproc", type=int, default=1, help="ranks to start on this node")
     p.add_argument("--nnodes", type=int, default=1)
     p.add_argument("--node-rank", type=int, default=0)
@@ -116,17 +118,21 @@ def rank_main(o):
     op = {"sum": dist.ReduceOp.SUM, "prod": dist.ReduceOp.PRODUCT, "min": dist.ReduceOp.MIN,
           "max": dist.ReduceOp.MAX}[o.op]
     esize = torch.tensor([], dtype=dtype).element_size()
-    buf = torch.zeros(max(o.maxbytes // esize, 1), dtype=dtype)
+    dev = "cpu"
+    if o.cuda:
+        dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
+        torch.cuda.set_device(dev)
+    buf = torch.zeros(max(o.maxbytes // esize, 1), dtype=dtype, device=dev)
 
     def pattern(r, count):
         g = torch.arange(count, dtype=torch.int64)
         v = (5 * r + 3 * g + g // 512) % 9
-        return (v if dtype == torch.uint8 else v - 4).to(dtype)
+        return (v if dtype == torch.uint8 else v - 4).to(dtype).to(dev)
 
     def expected(count):
         acc = None
         for r in range(n):
-            v = pattern(r, count).to(torch.float64)
+            v = pattern(r, count).to("cpu").to(torch.float64)
             if acc is None:
                 acc = v
             elif o.op == "sum":
@@ -137,12 +143,14 @@ def rank_main(o):
                 acc = torch.minimum(acc, v)
             else:
                 acc = torch.maximum(acc, v)
-        return acc.to(dtype)
+        return acc.to(dtype).to(dev)
 
     def run(t, k):
         if o.blocking:
             for _ in range(k):
                 dist.all_reduce(t, op=op)
+            if o.cuda:
+                torch.cuda.synchronize()
             return
         works = []
         for _ in range(k):
@@ -151,11 +159,14 @@ def rank_main(o):
             works.append(dist.all_reduce(t, op=op, async_op=True))
         for w in works:
             w.wait()
+        if o.cuda:
+            torch.cuda.synchronize()
 
     if rank == 0 and not o.csv:
         print(f"# gloo_allreduce_bench: nRanks {n} minBytes {o.minbytes} maxBytes {o.maxbytes} "
               f"warmup iters: {o.warmup_iters} iters: {o.iters} blocking: {o.blocking}\n"
-              f"# torch {torch.__version__}, backend gloo, CPU tensors, in place only\n#")
+              f"# torch {torch.__version__}, backend gloo, {'CUDA' if o.cuda else 'CPU'} tensors, "
+              f"in place only\n#")
         print("# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          "
               % ("", "", "", "", ""))
         print("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s"
@@ -182,14 +193,14 @@ def rank_main(o):
             t.copy_(pattern(rank, count))
             run(t, 1)
             wrong += int((t != expected(count)).sum())
-        figs = torch.tensor([sec, float(wrong)], dtype=torch.float64)
+        figs = torch.tensor([sec, float(wrong)], dtype=torch.float64, device=dev)
         if o.average == 0:
             dist.broadcast(figs, 0)
         else:
             tt = figs[:1].clone()
             dist.all_reduce(tt, op=[None, dist.ReduceOp.SUM, dist.ReduceOp.MIN, dist.ReduceOp.MAX][o.average])
             figs[0] = tt[0] / (n if o.average == 1 else 1)
-        w = torch.tensor([wrong], dtype=torch.int64)
+        w = torch.tensor([wrong], dtype=torch.int64, device=dev)
         dist.all_reduce(w)
         sec, wrong = float(figs[0]), int(w[0])
         wrong_total += wrong

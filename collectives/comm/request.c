@@ -2,6 +2,7 @@
  * barrier, which runs over the bootstrap network. */
 #include "collectives/comm/request.h"
 #include "collectives/comm/comm_internal.h"
+#include "collectives/comm/stage.h"
 
 #include <sched.h>
 #include <stdlib.h>
@@ -35,6 +36,8 @@ static void request_step(struct gx_request *req)
                      req->comm->op_timeout_ms);
     if (rc == GX_INPROGRESS)
         return;
+    if (req->stage)
+        rc = gx_stage_finish(req->stage, rc); /* the result back to device memory */
     req->status = gx_comm_note_failure(req->comm, rc);
     req->done = true;
 }
@@ -98,6 +101,8 @@ GX_API void gx_request_free(struct gx_request *req)
         (void)gx_wait(req, -1);
     if (req->release)
         req->release(req);
+    /* Pinned stand-ins go back to the pool only after a clean finish. */
+    gx_stage_free(req->stage, req->done && req->status == GX_OK);
     free(req);
 }
 

@@ -34,6 +34,9 @@ struct gx_request {
         } p2p;
     } u;
     void *priv;
+    /* Device buffers staged through pinned host memory (stage.h), or NULL:
+     * the copy back runs when the request completes. */
+    struct gx_stage *stage;
 };
 
 /** Allocate a request for `op_name` on `comm` with the op's deadline. */

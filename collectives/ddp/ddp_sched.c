@@ -96,14 +96,14 @@ static void bucket_finished(struct gx_ddp *ddp, struct ddp_bucket *b, int status
 {
     if (status == GX_OK) {
         int rc = ddp_bucket_complete(ddp, b);
+        for (size_t j = 0; rc == GX_OK && !ddp->cfg.gradient_as_bucket_view &&
+                           j < b->pub.num_params; j++) {
+            struct ddp_param *p = &ddp->params[b->params[j]];
+            if (p->user_grad) /* gx_device_copy: the gradient may be CUDA memory */
+                rc = gx_device_copy(p->user_grad, slot_of(ddp, p), p->bytes);
+        }
         if (rc != GX_OK)
             note_iter_error(ddp, rc, gx_last_error());
-        else if (!ddp->cfg.gradient_as_bucket_view)
-            for (size_t j = 0; j < b->pub.num_params; j++) {
-                struct ddp_param *p = &ddp->params[b->params[j]];
-                if (p->user_grad)
-                    memcpy(p->user_grad, slot_of(ddp, p), p->bytes);
-            }
     } else {
         char msg[256];
         snprintf(msg, sizeof(msg), "bucket %d's all-reduce failed on rank %d: %s", b->pub.index,
@@ -299,8 +299,13 @@ GX_API int gx_ddp_grad_ready(struct gx_ddp *ddp, size_t param, void *grad)
                              : "marked ready after gx_ddp_finish() took it as unused");
     if (!ddp->cfg.gradient_as_bucket_view) {
         p->user_grad = grad;
-        if (!ddp->no_sync && grad != slot)
-            memcpy(slot, grad, p->bytes);
+        if (!ddp->no_sync && grad != slot) {
+            int rc = gx_device_copy(slot, grad, p->bytes); /* grad may be CUDA memory */
+            if (rc != GX_OK)
+                return iter_fail(ddp, rc, "gx_ddp_grad_ready: parameter %zu '%s' on rank %d: "
+                                 "copying the gradient failed: %s", param, p->name, ddp->rank,
+                                 gx_last_error());
+        }
     }
     pthread_mutex_lock(&ddp->lock);
     bool launch = param_in_locked(ddp, param, true, gx_now_ns());

@@ -10,10 +10,13 @@
  * with the wrong call.
  */
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "collectives/engine/coll.h"
 #include "collectives/comm/comm_internal.h"
 #include "collectives/comm/request.h"
+#include "collectives/comm/stage.h"
+#include "gpudirect/gpudirect.h"
 #include "common/log.h"
 
 static bool ranges_overlap(const void *a, size_t alen, const void *b, size_t blen)
@@ -28,7 +31,8 @@ struct buf_use {
     const void *inplace_send;       /* sendbuf value meaning "in place", or NULL */
 };
 
-static int check_args(struct gx_comm *comm, struct coll_args *a, const char *fn)
+static int check_args(struct gx_comm *comm, struct coll_args *a, const char *fn,
+                      struct buf_use *used)
 {
     int n = comm->size, me = comm->rank;
     a->es = gx_datatype_size(a->dtype);
@@ -105,6 +109,7 @@ static int check_args(struct gx_comm *comm, struct coll_args *a, const char *fn)
         return gx_fail(GX_EINVAL, GX_SUB_COLL, "%s: sendbuf %p (%zu bytes) and recvbuf %p (%zu "
                        "bytes) overlap; only the in-place form documented in gx.h is allowed",
                        fn, a->sendbuf, u.send_bytes, a->recvbuf, u.recv_bytes);
+    *used = u;
     return GX_OK;
 }
 
@@ -121,13 +126,24 @@ static int coll_start(struct gx_comm *comm, struct coll_args *a, const char *fn,
         return rc;
     if (!req)
         return gx_fail(GX_EINVAL, GX_SUB_COLL, "%s: req is NULL", fn);
-    rc = check_args(comm, a, fn);
+    struct buf_use u = { 0, 0, NULL };
+    rc = check_args(comm, a, fn, &u);
+    /* Device buffers: pinned host stand-ins for the host algorithms. */
+    struct gx_stage *st = NULL;
+    if (rc == GX_OK)
+        rc = gx_stage_begin(fn, &a->sendbuf, u.send_bytes, &a->recvbuf, u.recv_bytes, false,
+                            NULL, &st);
     if (rc != GX_OK) {
         coll_note_rejected(comm, seq, a, rc);
         return rc;
     }
     rc = coll_issue(comm, seq, a, fn, req);
-    return rc == GX_OK ? GX_OK : gx_comm_note_failure(comm, rc);
+    if (rc != GX_OK) {
+        gx_stage_free(st, true);
+        return gx_comm_note_failure(comm, rc);
+    }
+    (*req)->stage = st;
+    return GX_OK;
 }
 
 static int coll_blocking(struct gx_comm *comm, struct coll_args *a, const char *fn)
@@ -275,4 +291,136 @@ GX_API int gx_ialltoall(struct gx_comm *comm, const void *sendbuf, void *recvbuf
     gx_clear_last_error();
     ARGS(COLL_ALLTOALL, sendbuf, recvbuf, count, dtype, GX_REDOP_COUNT, -1);
     return coll_start(comm, &a, "gx_ialltoall", req);
+}
+
+/* ---- stream-ordered forms (docs/gpu.md) -------------------------------------
+ * Everything is queued on the caller's stream at the call, and the call
+ * returns: the copy in of device input, then a host function that opens the
+ * op's gate and waits for the op (the stream stalls there, so later work
+ * sees the result), then the copy back. The op itself is issued at the call,
+ * so collectives keep the order of the calls on every rank. */
+struct stream_call {
+    int gate;                 /* the op may start (coll_args.gate) */
+    struct gx_request *req;
+};
+
+/* On the driver's thread when the stream reaches the call: no CUDA here. */
+static void stream_call_run(void *arg)
+{
+    struct stream_call *sc = arg;
+    __atomic_store_n(&sc->gate, 1, __ATOMIC_RELEASE);
+    (void)gx_wait(sc->req, -1); /* a failure is the communicator's async error */
+    gx_request_free(sc->req);
+    free(sc);
+}
+
+static int coll_stream_start(struct gx_comm *comm, struct coll_args *a, const char *fn,
+                             void *stream)
+{
+    if (!comm)
+        return gx_fail(GX_EINVAL, GX_SUB_COLL, "%s: comm is NULL", fn);
+    int rc = gx_comm_check_usable(comm, fn);
+    if (rc != GX_OK)
+        return rc;
+    uint64_t seq = coll_next_seq(comm, &rc);
+    if (rc != GX_OK)
+        return rc;
+    struct buf_use u = { 0, 0, NULL };
+    struct gx_stage *st = NULL;
+    char why[200];
+    struct stream_call *sc = calloc(1, sizeof(*sc));
+    rc = sc ? check_args(comm, a, fn, &u) : gx_fail(GX_ENOMEM, GX_SUB_COLL, "%s: out of "
+                                                    "memory", fn);
+    if (rc == GX_OK && !gx_gpu_driver_available(why, sizeof(why)))
+        rc = gx_fail(GX_EUNSUPPORTED, GX_SUB_COLL, "%s: a CUDA stream needs the CUDA driver: "
+                     "%s", fn, why);
+    const void *dev_hint = a->sendbuf; /* the context: before staging swaps the pointers */
+    if (rc == GX_OK)
+        rc = gx_stage_begin(fn, &a->sendbuf, u.send_bytes, &a->recvbuf, u.recv_bytes, true,
+                            stream, &st);
+    if (rc != GX_OK) {
+        free(sc);
+        coll_note_rejected(comm, seq, a, rc);
+        return rc;
+    }
+    a->gate = &sc->gate;
+    rc = coll_issue(comm, seq, a, fn, &sc->req);
+    if (rc != GX_OK) {
+        gx_gpu_stream_wait(stream, dev_hint); /* the queued copy in still writes the stand-ins */
+        gx_stage_free(st, true);
+        free(sc);
+        return gx_comm_note_failure(comm, rc);
+    }
+    struct gx_request *req = sc->req;
+    rc = gx_gpu_stream_host_fn(stream, dev_hint, stream_call_run, sc);
+    if (rc != GX_OK) {
+        /* The op is issued: run it here, in stream order, so no rank waits. */
+        gx_gpu_stream_wait(stream, dev_hint);
+        __atomic_store_n(&sc->gate, 1, __ATOMIC_RELEASE);
+        int wrc = gx_wait(req, -1);
+        gx_request_free(req);
+        free(sc);
+        if (wrc == GX_OK)
+            wrc = gx_stage_stream_out(st);
+        gx_stage_free(st, true);
+        return wrc;
+    }
+    /* sc (and req) belong to the stream now. The copy back follows the host
+     * function; the stand-ins are reused only after it (their fence). */
+    rc = gx_stage_stream_out(st);
+    gx_stage_free(st, true);
+    return rc;
+}
+
+#define STREAM_CALL(name) return coll_stream_start(comm, &a, name, stream)
+
+GX_API int gx_allreduce_stream(struct gx_comm *comm, const void *sendbuf, void *recvbuf,
+                               size_t count, enum gx_datatype dtype, enum gx_redop op,
+                               void *stream)
+{
+    gx_clear_last_error();
+    ARGS(COLL_ALLREDUCE, sendbuf, recvbuf, count, dtype, op, -1);
+    STREAM_CALL("gx_allreduce_stream");
+}
+
+GX_API int gx_broadcast_stream(struct gx_comm *comm, const void *sendbuf, void *recvbuf,
+                               size_t count, enum gx_datatype dtype, int root, void *stream)
+{
+    gx_clear_last_error();
+    ARGS(COLL_BROADCAST, sendbuf, recvbuf, count, dtype, GX_REDOP_COUNT, root);
+    STREAM_CALL("gx_broadcast_stream");
+}
+
+GX_API int gx_reduce_stream(struct gx_comm *comm, const void *sendbuf, void *recvbuf,
+                            size_t count, enum gx_datatype dtype, enum gx_redop op, int root,
+                            void *stream)
+{
+    gx_clear_last_error();
+    ARGS(COLL_REDUCE, sendbuf, recvbuf, count, dtype, op, root);
+    STREAM_CALL("gx_reduce_stream");
+}
+
+GX_API int gx_allgather_stream(struct gx_comm *comm, const void *sendbuf, void *recvbuf,
+                               size_t sendcount, enum gx_datatype dtype, void *stream)
+{
+    gx_clear_last_error();
+    ARGS(COLL_ALLGATHER, sendbuf, recvbuf, sendcount, dtype, GX_REDOP_COUNT, -1);
+    STREAM_CALL("gx_allgather_stream");
+}
+
+GX_API int gx_reduce_scatter_stream(struct gx_comm *comm, const void *sendbuf, void *recvbuf,
+                                    size_t recvcount, enum gx_datatype dtype, enum gx_redop op,
+                                    void *stream)
+{
+    gx_clear_last_error();
+    ARGS(COLL_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype, op, -1);
+    STREAM_CALL("gx_reduce_scatter_stream");
+}
+
+GX_API int gx_alltoall_stream(struct gx_comm *comm, const void *sendbuf, void *recvbuf,
+                              size_t count, enum gx_datatype dtype, void *stream)
+{
+    gx_clear_last_error();
+    ARGS(COLL_ALLTOALL, sendbuf, recvbuf, count, dtype, GX_REDOP_COUNT, -1);
+    STREAM_CALL("gx_alltoall_stream");
 }

@@ -157,7 +157,9 @@ void coll_comm_broken(struct coll_comm *cc, int status, const char *msg, int fai
 /* Advance one op; returns GX_OK when it finished (successfully or not). */
 static int op_advance(struct coll_comm *cc, struct coll_op *op, bool *progressed)
 {
-    if (op->status == GX_OK) {
+    /* A stream-ordered op waits, unstarted, for its stream (its deadline runs). */
+    bool gated = op->a.gate && !__atomic_load_n(op->a.gate, __ATOMIC_ACQUIRE);
+    if (op->status == GX_OK && !gated) {
         for (int pass = 0; pass < 8 && coll_op_pass(op); pass++)
             *progressed = true;
     }
@@ -166,12 +168,16 @@ static int op_advance(struct coll_comm *cc, struct coll_op *op, bool *progressed
         coll_op_set_error(op, GX_EMISMATCH, "%s", op->anomaly);
     if (op->status == GX_OK && op->first == op->nsteps)
         return GX_OK;
-    if (op->status == GX_OK)
+    if (op->status == GX_OK && !gated)
         coll_stall_check_op(cc, op);
     if (op->status == GX_OK && gx_ms_left(op->deadline) == 0) {
         char what[160], stall[300];
         coll_describe_op(op, what, sizeof(what));
-        coll_stall_report(op, stall, sizeof(stall));
+        if (gated)
+            snprintf(stall, sizeof(stall), "this rank's CUDA stream (the work queued on it "
+                     "before the call never finished)");
+        else
+            coll_stall_report(op, stall, sizeof(stall));
         coll_op_set_error(op, GX_ETIMEOUT, "%s did not complete within GX_TIMEOUT (%d ms); still "
                      "waiting on: %s", what, op->comm->op_timeout_ms, stall);
     }

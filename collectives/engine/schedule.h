@@ -95,6 +95,8 @@ struct coll_args {
     int root;               /* -1 when none */
     size_t es;              /* element size */
     bool will_wait;         /* blocking call: the caller waits at once (drives progress) */
+    const int *gate;        /* NULL, or the op starts only once *gate != 0 (the stream
+                               forms: set when the caller's CUDA stream reaches it) */
 };
 
 struct coll_op {

@@ -3,6 +3,7 @@
 #include <stdint.h>
 
 #include "collectives/comm/request.h"
+#include "collectives/comm/stage.h"
 #include "common/log.h"
 
 static int check_p2p(struct gx_comm *comm, const void *buf, size_t count,
@@ -53,6 +54,19 @@ static int p2p_start(struct gx_comm *comm, void *buf, size_t count, enum gx_data
     if (!req)
         return gx_fail(GX_ENOMEM, GX_SUB_COLL, "%s: out of memory", fn);
     req->u.p2p.elem_size = gx_datatype_size(dtype);
+    /* Device buffers: a pinned stand-in (stage.h); a receive copies back
+     * only what arrived. */
+    const void *sbuf = send ? buf : NULL;
+    void *rbuf = send ? NULL : buf;
+    rc = gx_stage_begin(fn, &sbuf, send ? bytes : 0, &rbuf, send ? 0 : bytes, false, NULL,
+                        &req->stage);
+    if (rc != GX_OK) {
+        gx_request_free(req);
+        return rc;
+    }
+    if (req->stage)
+        gx_stage_limit_recv(req->stage, &req->u.p2p.op.received);
+    buf = send ? (void *)sbuf : rbuf;
     rc = send ? gx_xport_send(comm->xport, &req->u.p2p.op, peer, (uint32_t)tag, buf, bytes)
               : gx_xport_recv(comm->xport, &req->u.p2p.op, peer, (uint32_t)tag, buf, bytes);
     if (rc != GX_OK) {

@@ -349,6 +349,48 @@ GX_API int gx_alltoall(struct gx_comm *comm, const void *sendbuf, void *recvbuf,
 GX_API int gx_ialltoall(struct gx_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
                         enum gx_datatype dtype, struct gx_request **req);
 
+/* ---------------------------------------------------------------------------
+ * Device (CUDA) buffers. Every collective and point-to-point call above also
+ * accepts CUDA device memory, detected per call (cached per allocation), in
+ * any mix with host memory; gx stages it through pinned host memory and
+ * never touches it with the CPU (docs/gpu.md). The *_stream forms take the
+ * caller's CUDA stream (a CUstream / cudaStream_t passed as void *, NULL for
+ * the legacy default stream) and return at once, as NCCL's calls do: the
+ * exchange reads the buffers only after the work queued on `stream` before
+ * the call, and work queued on `stream` after the call sees the result (the
+ * stream waits for the exchange). Buffers belong to the stream until it gets
+ * past the call. A failure of the exchange becomes the communicator's async
+ * error (gx_comm_get_async_error; later calls fail with it). Argument errors
+ * are returned at once. Synchronize the stream before finalizing the
+ * communicator. Needs the CUDA driver (GX_CUDA_LIB), else GX_EUNSUPPORTED.
+ * ------------------------------------------------------------------------ */
+GX_API int gx_allreduce_stream(struct gx_comm *comm, const void *sendbuf, void *recvbuf,
+                               size_t count, enum gx_datatype dtype, enum gx_redop op,
+                               void *stream);
+GX_API int gx_broadcast_stream(struct gx_comm *comm, const void *sendbuf, void *recvbuf,
+                               size_t count, enum gx_datatype dtype, int root, void *stream);
+GX_API int gx_reduce_stream(struct gx_comm *comm, const void *sendbuf, void *recvbuf,
+                            size_t count, enum gx_datatype dtype, enum gx_redop op, int root,
+                            void *stream);
+GX_API int gx_allgather_stream(struct gx_comm *comm, const void *sendbuf, void *recvbuf,
+                               size_t sendcount, enum gx_datatype dtype, void *stream);
+GX_API int gx_reduce_scatter_stream(struct gx_comm *comm, const void *sendbuf, void *recvbuf,
+                                    size_t recvcount, enum gx_datatype dtype, enum gx_redop op,
+                                    void *stream);
+GX_API int gx_alltoall_stream(struct gx_comm *comm, const void *sendbuf, void *recvbuf,
+                              size_t count, enum gx_datatype dtype, void *stream);
+
+/** Device memory helpers for programs without CUDA headers (gx-perf
+ *  --device, tests): the number of GPUs the driver sees (0 without one);
+ *  select one for the calling thread (its primary context, as
+ *  cudaSetDevice); allocate in the calling thread's context (else GPU 0's),
+ *  free, and copy between any mix of host and device memory (synchronous). */
+GX_API int gx_device_count(void);
+GX_API int gx_device_select(int ordinal);
+GX_API int gx_device_alloc(void **ptr, size_t bytes);
+GX_API int gx_device_free(void *ptr);
+GX_API int gx_device_copy(void *dst, const void *src, size_t bytes);
+
 #include "gx/gx_ddp.h"
 
 #ifdef __cplusplus

@@ -2,7 +2,7 @@
  * gx-info - what this gx build contains and what it finds on this machine.
  *
  *   gx-info          version, features (and why each is off), providers and
- *                    the devices each one finds
+ *                    the devices each one finds, the GPUs (or why none)
  *   gx-info --env    every GX_* variable with its type, default and help
  *   gx-info --json   the first view as JSON
  *   gx-info --tuning -n N [--nodes M]
@@ -19,6 +19,7 @@
 #include "common/param.h"
 #include "tools/gx-info/flight_merge.h"
 #include "fabric/fabric.h"
+#include "gpudirect/gpudirect.h"
 #include "gx/gx.h"
 #include "gx_build_config.h"
 #if GX_HAVE_VERBS
@@ -116,6 +117,55 @@ static void print_providers(bool json)
         printf("\n  ]\n");
 }
 
+/* The CUDA driver gx would use (GX_CUDA_LIB) and its GPUs, or why none. */
+static void print_gpus(bool json)
+{
+    char why[320];
+    bool ok = gx_gpu_driver_available(why, sizeof(why));
+    int n = ok ? gx_gpu_device_count() : 0, v = gx_gpu_driver_version();
+    if (json) {
+        printf("  \"gpus\": {\"driver\": %s, \"reason\": ", ok ? "true" : "false");
+        json_string(why);
+        printf(", \"driver_version\": %d, \"devices\": [", v);
+    } else if (!ok) {
+        printf("\nGPUs: %s\n", why);
+    } else {
+        printf("\nGPUs (CUDA driver %d.%d, device buffers staged through pinned host "
+               "memory):\n", v / 1000, v % 1000 / 10);
+    }
+    for (int i = 0; i < n; i++) {
+        char name[128] = "?", bus[32] = "?";
+        size_t mem = 0;
+        int rc = gx_gpu_device_describe(i, name, sizeof(name), bus, sizeof(bus), &mem);
+        if (json) {
+            printf("%s{\"index\": %d, \"name\": ", i ? ", " : "", i);
+            json_string(rc == GX_OK ? name : gx_last_error());
+            printf(", \"pci\": ");
+            json_string(bus);
+            printf(", \"memory_bytes\": %zu}", mem);
+        } else if (rc == GX_OK) {
+            printf("  %d  %-28s %-14s %.1f GiB\n", i, name, bus, (double)mem / (1 << 30));
+        } else {
+            printf("  %d  %s\n", i, gx_last_error());
+        }
+    }
+    char nwhy[320];
+    int nv = gx_nccl_version(nwhy, sizeof(nwhy));
+    static const char kernels[] = "not built: reductions of device buffers run on the host "
+                                  "after staging";
+    if (json) {
+        printf("], \"nccl\": {\"version_code\": %d, \"reason\": ", nv);
+        json_string(nwhy);
+        printf("}, \"cuda_kernels\": ");
+        json_string(kernels);
+        printf("},\n");
+        return;
+    }
+    printf("NCCL: %s%s\n", nwhy, nv ? ": found, not used yet (device buffers are staged "
+                                       "through host memory)" : "");
+    printf("CUDA reduction kernels: %s\n", kernels);
+}
+
 static int print_info(bool json)
 {
     if (json) {
@@ -130,6 +180,7 @@ static int print_info(bool json)
             printf("}");
         }
         printf("\n  },\n");
+        print_gpus(true);
         print_providers(true);
         printf("}\n");
         return 0;
@@ -139,6 +190,7 @@ static int print_info(bool json)
         printf("  %-6s %-3s  %s\n", features[i].name, features[i].on ? "on" : "off",
                features[i].reason);
     print_providers(false);
+    print_gpus(false);
 #if GX_HAVE_VERBS
     char gdr[2048] = "";
     if (gx_verbs_gdr_report(gdr, sizeof(gdr)) == GX_OK && gdr[0])

@@ -38,6 +38,7 @@ struct perf_ctx {
     struct gx_comm *comm;
     int rank, nranks;
     char *sendbuf, *recvbuf;
+    char *dsend, *drecv;  /* --device: device twins of sendbuf/recvbuf, else NULL */
     struct gx_request *reqs[PERF_WINDOW];
     /* progress (rank 0) */
     double start_s, last_progress_s;
@@ -128,9 +129,25 @@ struct perf_case {
     size_t esize;
     struct perf_counts c;
     int in_place;
-    const void *send;
+    const void *send;     /* host buffers: filled and checked here */
     void *recv;
+    const void *call_send; /* what the collective gets: the host ones or device twins */
+    void *call_recv;
 };
+
+/* --device: the whole host buffers to their device twins, or back. */
+static void device_sync(struct perf_ctx *x, int to_device)
+{
+    if (!x->dsend)
+        return;
+    size_t n = x->o->max_bytes ? x->o->max_bytes : 64;
+    int rc = to_device ? gx_device_copy(x->dsend, x->sendbuf, n) : GX_OK;
+    if (rc == GX_OK)
+        rc = to_device ? gx_device_copy(x->drecv, x->recvbuf, n)
+                       : gx_device_copy(x->recvbuf, x->drecv, n);
+    if (rc)
+        die(x, "copying between host and device buffers (--device)", rc);
+}
 
 static void prepare(struct perf_ctx *x, const struct perf_case *pc)
 {
@@ -140,6 +157,7 @@ static void prepare(struct perf_ctx *x, const struct perf_case *pc)
     /* In place, the send data lives inside the receive buffer: write it last. */
     perf_data_fill((void *)pc->send, pc->dtype, 0, pc->c.send, x->rank, x->nranks, pc->op,
                    has_op);
+    device_sync(x, 1);
 }
 
 static void run_ops(struct perf_ctx *x, const struct perf_case *pc, int n, int blocking)
@@ -150,8 +168,8 @@ static void run_ops(struct perf_ctx *x, const struct perf_case *pc, int n, int b
              perf_dtype_name(pc->dtype), pc->in_place ? " in place" : "");
     if (blocking) {
         for (int i = 0; i < n; i++) {
-            int rc = coll->call(x->comm, pc->send, pc->recv, pc->c.param, pc->dtype, pc->op,
-                                pc->root, NULL);
+            int rc = coll->call(x->comm, pc->call_send, pc->call_recv, pc->c.param, pc->dtype,
+                                pc->op, pc->root, NULL);
             if (rc)
                 die(x, what, rc);
         }
@@ -167,8 +185,8 @@ static void run_ops(struct perf_ctx *x, const struct perf_case *pc, int n, int b
             *slot = NULL;
         }
         if (i < n) {
-            int rc = coll->call(x->comm, pc->send, pc->recv, pc->c.param, pc->dtype, pc->op,
-                                pc->root, slot);
+            int rc = coll->call(x->comm, pc->call_send, pc->call_recv, pc->c.param, pc->dtype,
+                                pc->op, pc->root, slot);
             if (rc)
                 die(x, what, rc);
         }
@@ -242,6 +260,7 @@ static void measure(struct perf_ctx *x, const struct perf_case *pc, struct perf_
     for (int k = 0; k < o->check; k++) {
         prepare(x, pc);
         run_ops(x, pc, 1, o->blocking != 0);
+        device_sync(x, 0);
         mine.wrong += (long long)perf_data_check(o->coll, pc->recv, pc->dtype, pc->c.recv,
                                                  pc->c.param, x->rank, x->nranks, pc->root,
                                                  pc->op);
@@ -331,13 +350,22 @@ static void sweep(struct perf_ctx *x, enum gx_datatype dtype, enum gx_redop op, 
             .count = pc.c.param, .dtype = dtype, .redop = has_op ? gx_redop_name(op) : "none",
             .root = root,
         };
+        /* The device buffers mirror the host ones, offset for -u alike. */
+        char *dsbase = x->dsend ? x->dsend + (sbase - x->sendbuf) : sbase;
+        char *drbase = x->drecv ? x->drecv + (rbase - x->recvbuf) : rbase;
         pc.send = sbase;
         pc.recv = rbase;
+        pc.call_send = dsbase;
+        pc.call_recv = drbase;
         measure(x, &pc, &row.out_of_place);
         if (coll->flags & PERF_COLL_INPLACE) {
             pc.in_place = 1;
-            pc.send = rbase + pc.c.send_inplace_off * (size_t)x->rank * esize;
-            pc.recv = rbase + pc.c.recv_inplace_off * (size_t)x->rank * esize;
+            size_t soff = pc.c.send_inplace_off * (size_t)x->rank * esize;
+            size_t roff = pc.c.recv_inplace_off * (size_t)x->rank * esize;
+            pc.send = rbase + soff;
+            pc.recv = rbase + roff;
+            pc.call_send = drbase + soff;
+            pc.call_recv = drbase + roff;
             measure(x, &pc, &row.in_place);
         }
         x->steps_done++;
@@ -438,6 +466,19 @@ int main(int argc, char **argv)
     gather_rank_info(&x, ranks);
     x.sendbuf = alloc_buffer(o.max_bytes + (size_t)o.unalign * 8);
     x.recvbuf = alloc_buffer(o.max_bytes + (size_t)o.unalign * 8);
+    if (o.device) {
+        size_t n = o.max_bytes + (size_t)o.unalign * 8;
+        n = n ? n : 64;
+        int ngpu = gx_device_count();
+        /* One GPU per local rank, as nccl-tests: local rank modulo the GPUs. */
+        rc = ngpu > 0 ? gx_device_select(gx_comm_local_rank(x.comm) % ngpu) : GX_OK;
+        if (rc == GX_OK)
+            rc = gx_device_alloc((void **)&x.dsend, n);
+        if (rc == GX_OK)
+            rc = gx_device_alloc((void **)&x.drecv, n);
+        if (rc)
+            die(&x, "--device: allocating device buffers", rc);
+    }
     int root_lo = 0, root_hi = 0; /* collectives without a root print -1 */
     if (!(o.coll->flags & PERF_COLL_HAS_ROOT))
         root_lo = root_hi = -1;
@@ -486,6 +527,8 @@ int main(int argc, char **argv)
     gx_comm_destroy(x.comm);
     free(x.sendbuf);
     free(x.recvbuf);
+    gx_device_free(x.dsend);
+    gx_device_free(x.drecv);
     free(ranks);
     return status;
 }

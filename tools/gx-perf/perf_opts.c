@@ -96,6 +96,8 @@ static void usage(FILE *f)
             "      --json               print one JSON document instead of the table\n"
             "      --csv                print CSV rows instead of the table\n"
             "      --no-progress        no progress line on stderr for long sweeps\n"
+            "      --device             buffers in CUDA device memory (GPU local rank modulo\n"
+            "                           the GPUs; nccl-tests' -G is something else)\n"
             "  -h, --help               this help\n\n"
             "Sizes are total bytes as in nccl-tests (all_gather: the gathered buffer);\n"
             "count is the count passed to the collective, per rank for all_gather,\n"
@@ -210,7 +212,7 @@ static int parse_ops(const struct parse_ctx *p, const char *text, struct perf_op
     return bad(p, "%s: unknown op '%s' (sum prod min max avg, or all)", "-o/--op", text);
 }
 
-enum { OPT_MIN_BW = 256, OPT_JSON, OPT_CSV, OPT_NO_PROGRESS };
+enum { OPT_MIN_BW = 256, OPT_JSON, OPT_CSV, OPT_NO_PROGRESS, OPT_DEVICE };
 
 /* nccl-tests flags that cannot mean anything for gx: accepted at 0 (their
  * default), refused above. */
@@ -267,6 +269,7 @@ int perf_opts_parse(int argc, char **argv, const struct perf_coll *prog_coll, in
         { "unalign", required_argument, NULL, 'u' },
         { "per_iter_timing", required_argument, NULL, 'I' },
         { "per_iter_skip", required_argument, NULL, 'K' },
+        { "device", no_argument, NULL, OPT_DEVICE },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -360,6 +363,7 @@ int perf_opts_parse(int argc, char **argv, const struct perf_coll *prog_coll, in
         case OPT_JSON: o->format = PERF_FORMAT_JSON; break;
         case OPT_CSV: o->format = PERF_FORMAT_CSV; break;
         case OPT_NO_PROGRESS: o->progress = 0; break;
+        case OPT_DEVICE: o->device = 1; break;
         case 'h':
             if (loud)
                 usage(stdout);

@@ -47,6 +47,7 @@ struct perf_opts {
     const char *min_bw_from;                /* "--min-bw" or "NCCL_TESTS_MIN_BW" */
     enum perf_format format;
     int progress;                           /* 1 auto, 0 never */
+    int device;                             /* --device: CUDA device buffers */
 };
 
 /**

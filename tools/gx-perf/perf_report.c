@@ -62,10 +62,10 @@ void perf_report_begin(FILE *f, const struct perf_opts *o, int nranks, int nnode
                 "  \"min_bytes\": %zu,\n  \"max_bytes\": %zu,\n  \"step_factor\": %zu,\n"
                 "  \"step_bytes\": %zu,\n  \"iters\": %d,\n  \"warmup_iters\": %d,\n"
                 "  \"check\": %d,\n  \"blocking\": %d,\n  \"average\": \"%s\",\n"
-                "  \"rank_info\": [",
+                "  \"buffers\": \"%s\",\n  \"rank_info\": [",
                 o->coll->name, nranks, nnodes, o->min_bytes, o->max_bytes, o->step_factor,
                 o->step_bytes, o->iters, o->warmup, o->check, o->blocking,
-                avg_name(o->average));
+                avg_name(o->average), o->device ? "device" : "host");
         for (int r = 0; r < nranks; r++) {
             fprintf(f, "%s{\"rank\": %d, \"pid\": %d, \"node\": %d, \"host\": ", r ? ", " : "",
                     ranks[r].rank, ranks[r].pid, ranks[r].node);
@@ -85,6 +85,8 @@ void perf_report_begin(FILE *f, const struct perf_opts *o, int nranks, int nnode
             o->step_factor > 1 ? o->step_factor : o->step_bytes,
             o->step_factor > 1 ? "factor" : "bytes", o->warmup, o->iters, o->check ? 1 : 0,
             o->blocking);
+    if (o->device)
+        fprintf(f, "# buffers: CUDA device memory (GPU local rank modulo the GPUs)\n");
     fprintf(f, "#\n# Using ranks (gx %s)\n", gx_version());
     for (int r = 0; r < nranks; r++)
         fprintf(f, "#  Rank %2d Pid %6d on %10s node %2d peers over %s\n", ranks[r].rank,

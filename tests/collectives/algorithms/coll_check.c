@@ -10,6 +10,9 @@
  *       --large-dtypes a,b        datatypes for the large size (default
  *                                 float32,int32,float16; "all" for every one)
  *       --roots           every root for rooted collectives (default 0 and n-1)
+ *       --device both|send|recv|stream   buffers in CUDA device memory
+ *                         (GX_CUDA_LIB): both sides, only one side (out of
+ *                         place only), or both with the *_stream forms
  *   coll_check random SEED      float all-reduce of non-integer values: within
  *                               the accumulation bound and bitwise equal on
  *                               every rank
@@ -29,11 +32,80 @@
  * products are exact whatever the order (the random mode covers rounding).
  */
 #include "coll_check.h"
+#include "../../gpu/devmem.h"
 
 int me = -1, nranks = 0;
 long checks = 0;
 const char *const kind_names[NKINDS] = { "allreduce", "broadcast", "reduce", "allgather",
                                          "reduce_scatter", "gather", "scatter", "alltoall" };
+
+/* ---- device buffers (--device) ------------------------------------------------
+ * The case's whole host region (guards included) is mirrored in device
+ * memory; the collective runs on the device pointers (both, or only the send
+ * or only the receive side, or both with the stream form) and the region is
+ * copied back before the usual checks. */
+enum dev_mode { DEV_NONE, DEV_BOTH, DEV_SEND, DEV_RECV, DEV_STREAM };
+static enum dev_mode dev_mode;
+static struct devmem dm;
+static void *dev_stream; /* --device stream: a non-blocking stream of the test's own */
+
+static int call_kind(struct gx_comm *comm, int kind, const void *send, void *recv, size_t count,
+                     enum gx_datatype t, enum gx_redop op, int root)
+{
+    if (dev_mode == DEV_STREAM) {
+        switch (kind) {
+        case ALLREDUCE: return gx_allreduce_stream(comm, send, recv, count, t, op, dev_stream);
+        case BROADCAST: return gx_broadcast_stream(comm, send, recv, count, t, root, dev_stream);
+        case REDUCE: return gx_reduce_stream(comm, send, recv, count, t, op, root, dev_stream);
+        case ALLGATHER: return gx_allgather_stream(comm, send, recv, count, t, dev_stream);
+        case REDUCE_SCATTER:
+            return gx_reduce_scatter_stream(comm, send, recv, count, t, op, dev_stream);
+        case ALLTOALL: return gx_alltoall_stream(comm, send, recv, count, t, dev_stream);
+        default: break; /* gather, scatter: no stream form; the blocking one */
+        }
+    }
+    switch (kind) {
+    case ALLREDUCE: return gx_allreduce(comm, send, recv, count, t, op);
+    case BROADCAST: return gx_broadcast(comm, send, recv, count, t, root);
+    case REDUCE: return gx_reduce(comm, send, recv, count, t, op, root);
+    case ALLGATHER: return gx_allgather(comm, send, recv, count, t);
+    case REDUCE_SCATTER: return gx_reduce_scatter(comm, send, recv, count, t, op);
+    case GATHER: return gx_gather(comm, send, recv, count, t, root);
+    case SCATTER: return gx_scatter(comm, send, recv, count, t, root);
+    default: return gx_alltoall(comm, send, recv, count, t);
+    }
+}
+
+static int call_on_device(struct gx_comm *comm, int kind, unsigned char *region, size_t len,
+                          const void *send, void *recv, size_t count, enum gx_datatype t,
+                          enum gx_redop op, int root)
+{
+    if (dev_mode == DEV_NONE)
+        return call_kind(comm, kind, send, recv, count, t, op, root);
+    unsigned long long d = 0;
+    CHECK(dm.alloc(&d, len) == 0, "device region");
+    if (dev_mode == DEV_STREAM && kind != GATHER && kind != SCATTER) {
+        /* The input arrives by an asynchronous copy on the stream: the call
+         * must wait for it; the result must be waited for on the stream. */
+        CHECK(dm.htod_async(d, region, len, dev_stream) == 0, "async input");
+        unsigned char *dr = (unsigned char *)(uintptr_t)d;
+        int rc = call_kind(comm, kind, dr + ((const unsigned char *)send - region),
+                           dr + ((unsigned char *)recv - region), count, t, op, root);
+        CHECK(dm.stream_sync(dev_stream) == 0 && dm.dtoh(region, d, len) == 0, "copy back");
+        dm.free_(d);
+        return rc;
+    }
+    CHECK(dm.htod(d, region, len) == 0, "device region");
+    unsigned char *dr = (unsigned char *)(uintptr_t)d;
+    const void *ds = send && dev_mode != DEV_RECV ? dr + ((const unsigned char *)send - region)
+                                                  : send;
+    void *drv = recv && dev_mode != DEV_SEND ? dr + ((unsigned char *)recv - region) : recv;
+    int rc = call_kind(comm, kind, ds, drv, count, t, op, root);
+    if (dev_mode != DEV_SEND) /* the result (and the guards) back for the checks */
+        CHECK(dm.dtoh(region, d, len) == 0, "copy back");
+    dm.free_(d);
+    return rc;
+}
 
 /* ---- one matrix case ------------------------------------------------------ */
 
@@ -50,6 +122,8 @@ void run_case(struct gx_comm *comm, int kind, enum gx_datatype t, enum gx_redop 
     size_t send_n = (kind == REDUCE_SCATTER || kind == SCATTER || kind == ALLTOALL) ? all : count;
     size_t recv_n = (kind == ALLGATHER || kind == GATHER || kind == ALLTOALL) ? all : count;
     size_t buf_n = send_n > recv_n ? send_n : recv_n;
+    if (inplace && (dev_mode == DEV_SEND || dev_mode == DEV_RECV))
+        return; /* in place means one buffer: it cannot be half on the device */
     unsigned char *region = malloc(buf_n * es * 2 + 4 * GUARD);
     CHECK(region, "malloc");
     memset(region, 0xa5, buf_n * es * 2 + 4 * GUARD);
@@ -88,17 +162,8 @@ void run_case(struct gx_comm *comm, int kind, enum gx_datatype t, enum gx_redop 
             break;
         }
     }
-    int rc;
-    switch (kind) {
-    case ALLREDUCE: rc = gx_allreduce(comm, send, recv, count, t, op); break;
-    case BROADCAST: rc = gx_broadcast(comm, send, recv, count, t, root); break;
-    case REDUCE: rc = gx_reduce(comm, send, recv, count, t, op, root); break;
-    case ALLGATHER: rc = gx_allgather(comm, send, recv, count, t); break;
-    case REDUCE_SCATTER: rc = gx_reduce_scatter(comm, send, recv, count, t, op); break;
-    case GATHER: rc = gx_gather(comm, send, recv, count, t, root); break;
-    case SCATTER: rc = gx_scatter(comm, send, recv, count, t, root); break;
-    default: rc = gx_alltoall(comm, send, recv, count, t); break;
-    }
+    int rc = call_on_device(comm, kind, region, buf_n * es * 2 + 4 * GUARD, send, recv, count, t,
+                            op, root);
     CHECK(rc == GX_OK, "%s %s %s count %zu %s root %d: %s", kind_names[kind],
           gx_datatype_name(t), gx_redop_name(op), count, inplace ? "in-place" : "out-of-place",
           root, gx_strerror(rc));
@@ -199,7 +264,18 @@ void mode_matrix(struct gx_comm *comm, int argc, char **argv)
             sizes = argv[++i];
         else if (!strcmp(argv[i], "--large-dtypes") && i + 1 < argc)
             large_dt = argv[++i];
-        else if (!strcmp(argv[i], "--roots"))
+        else if (!strcmp(argv[i], "--device") && i + 1 < argc) {
+            const char *m = argv[++i];
+            dev_mode = !strcmp(m, "both") ? DEV_BOTH : !strcmp(m, "send") ? DEV_SEND
+                     : !strcmp(m, "recv") ? DEV_RECV : !strcmp(m, "stream") ? DEV_STREAM
+                     : DEV_NONE;
+            CHECK(dev_mode != DEV_NONE, "--device %s: expected both, send, recv or stream", m);
+            if (devmem_open(&dm) != 0) {
+                fprintf(stderr, "coll_check: --device: %s\n", dm.why);
+                exit(77);
+            }
+            CHECK(dev_mode != DEV_STREAM || dm.stream_create(&dev_stream, 1) == 0, "stream");
+        } else if (!strcmp(argv[i], "--roots"))
             all_roots = true;
     }
     bool on[NKINDS];

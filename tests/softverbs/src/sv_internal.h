@@ -173,6 +173,9 @@ struct sv_mr {
 	uint64_t iova;
 	unsigned access;
 	uint32_t slot;
+	uint8_t *dmabuf_data;	/* a dmabuf registration: its bytes, mapped here */
+	void *dmabuf_map;	/* the page-aligned mapping to unmap */
+	size_t dmabuf_map_len;
 };
 
 /*

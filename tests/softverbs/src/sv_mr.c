@@ -3,11 +3,13 @@
  * record (address, length, iova, access, PD) in its context's key table;
  * lkey == rkey == slot << 8 | generation byte, so a stale key of a freed
  * region is rejected. Memory is not pinned: the emulator accesses it with
- * plain loads and stores in the owning process.
+ * plain loads and stores in the owning process (a dmabuf region through its
+ * own mapping of the fd).
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "sv_internal.h"
 
@@ -136,12 +138,51 @@ SV_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t 
 	return sv_reg(pd, addr, length, iova, access);
 }
 
+/*
+ * dmabuf: off by default (EOPNOTSUPP, as a kernel without dmabuf support);
+ * SOFTVERBS_DMABUF=1 maps the fd (the fake libcuda's device memory is a
+ * memfd, so its "dmabuf" maps) and the region is addressed by iova, locally
+ * and remotely, as with a real HCA. fd -1 then fails with EBADF, which is
+ * how a consumer probes for support.
+ */
 SV_EXPORT struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset,
 					   size_t length, uint64_t iova, int fd,
 					   int access)
 {
-	errno = EOPNOTSUPP; /* no dmabuf / device memory in the emulator */
-	return NULL;
+	const char *on = getenv("SOFTVERBS_DMABUF");
+
+	if (!on || strcmp(on, "1") != 0) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if (fd < 0) {
+		errno = EBADF;
+		return NULL;
+	}
+	uint64_t page = offset & ~(uint64_t)4095;
+	size_t map_len = (size_t)(offset - page) + (length ? length : 1);
+	void *map = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)page);
+
+	if (map == MAP_FAILED) {
+		sv_log(2, "ibv_reg_dmabuf_mr: mmap of fd %d at %llu failed: %s", fd,
+		       (unsigned long long)offset, strerror(errno));
+		return NULL;
+	}
+	struct ibv_mr *mr = sv_reg(pd, (void *)(uintptr_t)iova, length, iova,
+				   (unsigned)access & ~IBV_ACCESS_ZERO_BASED);
+	if (!mr) {
+		int err = errno;
+
+		munmap(map, map_len);
+		errno = err;
+		return NULL;
+	}
+	struct sv_mr *m = (struct sv_mr *)(void *)mr;
+
+	m->dmabuf_map = map;
+	m->dmabuf_map_len = map_len;
+	m->dmabuf_data = (uint8_t *)map + (offset - page);
+	return mr;
 }
 
 SV_EXPORT int ibv_dereg_mr(struct ibv_mr *mr)
@@ -153,6 +194,8 @@ SV_EXPORT int ibv_dereg_mr(struct ibv_mr *mr)
 	c->mrs[m->slot] = NULL;
 	((struct sv_pd *)(void *)mr->pd)->refs--;
 	pthread_mutex_unlock(&c->lock);
+	if (m->dmabuf_map)
+		munmap(m->dmabuf_map, m->dmabuf_map_len);
 	free(m);
 	return 0;
 }
@@ -178,9 +221,9 @@ int sv_mr_check(struct sv_ctx *c, uint32_t key, struct ibv_pd *pd, uint64_t addr
 		return bad;
 	if (m->mr.pd != pd || (m->access & need) != need)
 		return bad;
-	base = remote ? m->iova : (uint64_t)(uintptr_t)m->mr.addr;
+	base = remote || m->dmabuf_data ? m->iova : (uint64_t)(uintptr_t)m->mr.addr;
 	if (addr < base || len > m->mr.length || addr - base > m->mr.length - len)
 		return bad;
-	*ptr = (uint8_t *)m->mr.addr + (addr - base);
+	*ptr = (m->dmabuf_data ? m->dmabuf_data : (uint8_t *)m->mr.addr) + (addr - base);
 	return 0;
 }

@@ -150,11 +150,15 @@ static int sv_check_local(struct sv_qp *qp, struct sv_swqe *w)
 	return 0;
 }
 
-/* Copies len bytes at message offset off between the SGE list and buf. */
-static void sv_sge_copy(struct ibv_sge *sge, uint32_t nsge, uint32_t off, uint8_t *buf,
+/* Copies len bytes at message offset off between the WQE's SGE list and
+ * buf. The SGEs passed sv_check_local; the MR lookup again gives where the
+ * bytes live here (a dmabuf region is addressed by iova, mapped elsewhere). */
+static void sv_sge_copy(struct sv_qp *qp, struct sv_swqe *w, uint32_t off, uint8_t *buf,
 			uint32_t len, int to_sge)
 {
-	for (uint32_t i = 0; i < nsge && len; i++) {
+	struct ibv_sge *sge = w->sge;
+
+	for (uint32_t i = 0; i < w->nsge && len; i++) {
 		if (off >= sge[i].length) {
 			off -= sge[i].length;
 			continue;
@@ -163,6 +167,12 @@ static void sv_sge_copy(struct ibv_sge *sge, uint32_t nsge, uint32_t off, uint8_
 		if (n > len)
 			n = len;
 		uint8_t *p = (uint8_t *)(uintptr_t)sge[i].addr + off;
+		uint8_t *mapped;
+
+		if (!(w->flags & IBV_SEND_INLINE) &&
+		    sv_mr_check(qp->ctx, sge[i].lkey, &qp->pd->pd, sge[i].addr + off, n, 0, 0,
+				&mapped) == 0)
+			p = mapped;
 		if (to_sge)
 			memcpy(p, buf, n);
 		else
@@ -205,7 +215,7 @@ static void sv_send_data_pkt(struct sv_qp *qp, struct sv_swqe *w, uint32_t k)
 	h.dma_len = w->len;
 	h.va = w->raddr + off;
 	h.offset = off;
-	sv_sge_copy(w->sge, w->nsge, off, c->txbuf, plen, 0);
+	sv_sge_copy(qp, w, off, c->txbuf, plen, 0);
 	sv_net_send(c, &qp->peer, &h, c->txbuf, plen);
 }
 
@@ -440,7 +450,7 @@ static void sv_on_read_resp(struct sv_qp *qp, const struct sv_hdr *h, const uint
 		sv_req_retire(qp);
 		return;
 	}
-	sv_sge_copy(w->sge, w->nsge, off, (uint8_t *)(uintptr_t)payload, want, 1);
+	sv_sge_copy(qp, w, off, (uint8_t *)(uintptr_t)payload, want, 1);
 	w->rd_next++;
 	if (sv_psn_diff(sv_psn_add(h->psn, 1), qp->una_psn) > 0)
 		qp->una_psn = sv_psn_add(h->psn, 1);

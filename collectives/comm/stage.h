@@ -1,0 +1,52 @@
+/*
+ * stage.h - device buffers in host collectives: detect per call which of a
+ * call's buffers are CUDA device memory (gpudirect's query, cached per
+ * allocation), stand pinned host buffers in for them, copy the input in
+ * before the host algorithm runs and the result back when the request
+ * completes (stage.c).
+ *
+ * Room comm/: used by the public collective calls (engine/coll_api.c) and
+ * the point-to-point calls (transport/p2p.c); the request runs the copy
+ * back (request.c). Must not touch: the engine, the algorithms, the
+ * transport: they only ever see host memory.
+ */
+#ifndef GX_STAGE_H
+#define GX_STAGE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct gx_stage;
+
+/** Inspect a call's buffers: `*send` (send_bytes read by this rank) and
+ *  `*recv` (recv_bytes written). When either is device memory, pinned host
+ *  buffers replace them (same offsets between them when they overlap, so an
+ *  in-place call stays in place), the device input is copied in, and
+ *  *out is the stage to finish; otherwise *out is NULL and nothing changed.
+ *  Host and device buffers may be mixed (only the device side is staged).
+ *  With `use_stream` the copy in is queued on `stream` (the stand-ins fill
+ *  when the stream gets there) and *out is always a stage; the copy back is
+ *  then queued with gx_stage_stream_out. `fn` names the call in errors. */
+int gx_stage_begin(const char *fn, const void **send, size_t send_bytes, void **recv,
+                   size_t recv_bytes, bool use_stream, void *stream, struct gx_stage **out);
+
+/** Stream form: queue the copy back to the device receive buffer on the
+ *  stream, after what the caller queued there since (gx's host step). */
+int gx_stage_stream_out(struct gx_stage *st);
+
+/** A receive that may deliver fewer bytes than posted: copy back only
+ *  *received bytes (read when the stage finishes). */
+void gx_stage_limit_recv(struct gx_stage *st, const size_t *received);
+
+/** The operation finished with `status`: on GX_OK copy the result back to
+ *  the device buffer (not for the stream form: queued already). Returns
+ *  `status`, or the copy's error. Runs once. */
+int gx_stage_finish(struct gx_stage *st, int status);
+
+/** Free the stage. `finished`: the operation finished, or its stand-ins are
+ *  fenced by a stream (they go back to the pool, reused once the fence has
+ *  passed); otherwise the transport may still hold them and they are kept
+ *  out of reuse. */
+void gx_stage_free(struct gx_stage *st, bool finished);
+
+#endif

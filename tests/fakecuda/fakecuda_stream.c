@@ -1,0 +1,178 @@
+/*
+ * fakecuda_stream.c - the fake libcuda's streams, events, host functions,
+ * dmabuf export and cuGetProcAddress_v2 (fakecuda.c says what it proves).
+ */
+#include "fakecuda_internal.h"
+
+/* ---- streams and events ------------------------------------------------------ */
+static int fk_stream_create(struct fstream **s, unsigned flags)
+{
+    NEED_CTX();
+    *s = calloc(1, sizeof(**s));
+    return *s ? OK : 2;
+}
+static int fk_stream_destroy(struct fstream *s)
+{
+    NEED_CTX();
+    pthread_mutex_lock(&mu);
+    flush(s, s->submitted);
+    pthread_mutex_unlock(&mu);
+    free(s->ops);
+    free(s);
+    return OK;
+}
+static int fk_stream_sync(struct fstream *s)
+{
+    FAILPOINT("cuStreamSynchronize");
+    NEED_CTX();
+    pthread_mutex_lock(&mu);
+    if (!s)
+        s = &legacy;
+    flush(s, s->submitted);
+    pthread_mutex_unlock(&mu);
+    return OK;
+}
+static int fk_event_create(struct fevent **e, unsigned flags)
+{
+    NEED_CTX();
+    *e = calloc(1, sizeof(**e));
+    return *e ? OK : 2;
+}
+static int fk_event_record(struct fevent *e, struct fstream *s)
+{
+    FAILPOINT("cuEventRecord");
+    NEED_CTX();
+    pthread_mutex_lock(&mu);
+    e->s = s ? s : &legacy;
+    e->ticket = e->s->submitted;
+    pthread_mutex_unlock(&mu);
+    return OK;
+}
+static int fk_event_sync(struct fevent *e)
+{
+    FAILPOINT("cuEventSynchronize");
+    NEED_CTX();
+    pthread_mutex_lock(&mu);
+    if (e->s)
+        flush(e->s, e->ticket);
+    pthread_mutex_unlock(&mu);
+    return OK;
+}
+static int fk_event_query(struct fevent *e)
+{
+    NEED_CTX();
+    pthread_mutex_lock(&mu);
+    int done = !e->s || e->s->done >= e->ticket;
+    pthread_mutex_unlock(&mu);
+    return done ? OK : 600; /* CUDA_ERROR_NOT_READY: a query runs nothing */
+}
+static int fk_event_destroy(struct fevent *e) { NEED_CTX(); free(e); return OK; }
+static int fk_stream_wait_event(struct fstream *s, struct fevent *e, unsigned flags)
+{
+    FAILPOINT("cuStreamWaitEvent");
+    NEED_CTX();
+    pthread_mutex_lock(&mu);
+    int rc = e->s ? enqueue(s, (struct fop){ .kind = OP_WAIT, .other = e->s,
+                                              .ticket = e->ticket })
+                  : OK;
+    pthread_mutex_unlock(&mu);
+    return rc;
+}
+
+static int fk_launch_host_func(struct fstream *s, void (*fn)(void *), void *arg)
+{
+    FAILPOINT("cuLaunchHostFunc");
+    NEED_CTX();
+    pthread_mutex_lock(&mu);
+    int rc = enqueue(s, (struct fop){ .kind = OP_HOST, .fn = fn, .arg = arg });
+    pthread_mutex_unlock(&mu);
+    return rc;
+}
+
+static int fk_dmabuf(void *handle, dptr p, size_t len, int type, unsigned long long flags)
+{
+    pthread_mutex_lock(&mu);
+    struct falloc *a = find((uintptr_t)p);
+    /* The fd's offset 0 must be `p`: a dup of the memfd gives that only for a
+     * range that starts where the allocation starts. */
+    int ok = a && a->fd >= 0 && (char *)(uintptr_t)p == a->addr &&
+             (uintptr_t)p + len <= (uintptr_t)a->addr + a->map;
+    int fd = ok ? dup(a->fd) : -1;
+    pthread_mutex_unlock(&mu);
+    if (fd < 0)
+        return E_INVALID_VALUE;
+    *(int *)handle = fd;
+    return OK;
+}
+
+static int fk_error_name(int r, const char **s)
+{
+    switch (r) {
+    case OK: *s = "CUDA_SUCCESS"; return OK;
+    case E_INVALID_VALUE: *s = "CUDA_ERROR_INVALID_VALUE"; return OK;
+    case E_INVALID_CONTEXT: *s = "CUDA_ERROR_INVALID_CONTEXT"; return OK;
+    case E_NO_DEVICE: *s = "CUDA_ERROR_NO_DEVICE"; return OK;
+    case E_UNKNOWN: *s = "CUDA_ERROR_UNKNOWN"; return OK;
+    default: *s = NULL; return E_INVALID_VALUE;
+    }
+}
+
+/* ---- cuGetProcAddress ---------------------------------------------------------- */
+static const struct { const char *name; int min_version; void *fn; } procs[] = {
+    { "cuInit", 2000, (void *)fk_init },
+    { "cuDriverGetVersion", 2020, (void *)fk_driver_version },
+    { "cuDeviceGetCount", 2000, (void *)fk_device_count },
+    { "cuDeviceGet", 2000, (void *)fk_device_get },
+    { "cuDeviceGetName", 2000, (void *)fk_device_name },
+    { "cuDeviceTotalMem", 3020, (void *)fk_total_mem },      /* _v2 */
+    { "cuDeviceGetPCIBusId", 4010, (void *)fk_bus_id },
+    { "cuDevicePrimaryCtxRetain", 7000, (void *)fk_primary_retain },
+    { "cuDevicePrimaryCtxRelease", 11000, (void *)fk_primary_release }, /* _v2 */
+    { "cuCtxPushCurrent", 4000, (void *)fk_ctx_push },       /* _v2 */
+    { "cuCtxPopCurrent", 4000, (void *)fk_ctx_pop },         /* _v2 */
+    { "cuCtxGetCurrent", 4000, (void *)fk_ctx_get_current },
+    { "cuCtxSetCurrent", 4000, (void *)fk_ctx_set_current },
+    { "cuPointerGetAttributes", 7000, (void *)fk_get_attributes },
+    { "cuPointerGetAttribute", 4000, (void *)fk_get_attribute },
+    { "cuMemAlloc", 3020, (void *)fk_mem_alloc },            /* _v2 */
+    { "cuMemFree", 3020, (void *)fk_mem_free },              /* _v2 */
+    { "cuMemHostAlloc", 3020, (void *)fk_host_alloc },
+    { "cuMemFreeHost", 2000, (void *)fk_free_host },
+    { "cuMemcpyDtoH", 3020, (void *)fk_dtoh },               /* _v2 */
+    { "cuMemcpyHtoD", 3020, (void *)fk_htod },               /* _v2 */
+    { "cuMemcpyDtoHAsync", 3020, (void *)fk_dtoh_async },    /* _v2 */
+    { "cuMemcpyHtoDAsync", 3020, (void *)fk_htod_async },    /* _v2 */
+    { "cuStreamCreate", 2000, (void *)fk_stream_create },
+    { "cuStreamDestroy", 4000, (void *)fk_stream_destroy },  /* _v2 */
+    { "cuStreamSynchronize", 2000, (void *)fk_stream_sync },
+    { "cuStreamWaitEvent", 3020, (void *)fk_stream_wait_event },
+    { "cuEventCreate", 2000, (void *)fk_event_create },
+    { "cuEventRecord", 2000, (void *)fk_event_record },
+    { "cuEventSynchronize", 2000, (void *)fk_event_sync },
+    { "cuEventQuery", 2000, (void *)fk_event_query },
+    { "cuEventDestroy", 4000, (void *)fk_event_destroy },    /* _v2 */
+    { "cuMemGetHandleForAddressRange", 11070, (void *)fk_dmabuf },
+    { "cuLaunchHostFunc", 10000, (void *)fk_launch_host_func },
+    { "cuGetErrorName", 6000, (void *)fk_error_name },
+};
+
+EXPORT int cuGetProcAddress_v2(const char *sym, void **pfn, int version,
+                               unsigned long long flags, int *status)
+{
+    int st = 1; /* CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND */
+    *pfn = NULL;
+    for (size_t i = 0; i < sizeof(procs) / sizeof(procs[0]); i++) {
+        if (strcmp(procs[i].name, sym) != 0)
+            continue;
+        if (version < procs[i].min_version) {
+            st = 2; /* VERSION_NOT_SUFFICIENT: this fake has no v1 entry points */
+            break;
+        }
+        *pfn = procs[i].fn;
+        st = 0;
+        break;
+    }
+    if (status)
+        *status = st;
+    return st == 0 ? OK : 500; /* CUDA_ERROR_NOT_FOUND */
+}

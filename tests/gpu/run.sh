@@ -1,0 +1,137 @@
+#!/bin/bash
+# tests/gpu/run.sh - the GPU test set against the real CUDA driver, on a
+# machine with a GPU (one is enough: several processes share it).
+#
+#   tests/gpu/run.sh [BUILD_DIR]     (default /tmp/gx-gpu-run)
+#
+# 1. builds gx (CMake + Ninja, tests on) and, with nvcc, the CUDA program
+#    tests/gpu/gpu_stream_kernel.cu (kernels + gx_allreduce_stream);
+# 2. runs, with GX_CUDA_LIB unset (libcuda.so.1): gx-info's GPU list, the
+#    gpudirect checks, every collective on device buffers (coll_check matrix
+#    --device both|send|recv|stream) on 2 and 4 processes and on 2 GX_NODE_ID
+#    "nodes", point-to-point and request forms, gx-perf --device for every
+#    collective, DDP with device gradients, the kernel program on 2 and 4
+#    processes;
+# 3. benchmarks device-buffer all-reduce (gx-perf --device, 1 MiB..256 MiB)
+#    on 2 and 4 processes against torch.distributed + Gloo on CUDA tensors
+#    when python3 has torch with CUDA;
+# 4. writes everything to perf/results/gpu-<gpu>-<date>.txt (commit it).
+# Exit: 0 all passed, 1 a check failed, 77 no GPU (the reason is printed).
+# NVIDIA_SMI names the nvidia-smi to ask (default: the one on PATH).
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+src=$(cd "$here/../.." && pwd)
+build=${1:-/tmp/gx-gpu-run}
+
+smi=${NVIDIA_SMI:-nvidia-smi} # the test of this script points it at nothing
+if ! command -v "$smi" >/dev/null 2>&1; then
+    echo "tests/gpu/run.sh: SKIP: no $smi, so no NVIDIA driver on this machine"
+    exit 77
+fi
+if ! gpus=$("$smi" --query-gpu=name,driver_version,pci.bus_id --format=csv,noheader 2>&1) ||
+    [ -z "$gpus" ]; then
+    echo "tests/gpu/run.sh: SKIP: nvidia-smi finds no GPU: $gpus"
+    exit 77
+fi
+unset GX_CUDA_LIB FAKECUDA_FAIL
+gpu_name=$(echo "$gpus" | head -1 | cut -d, -f1 | tr -c 'A-Za-z0-9\n' '-' | sed 's/--*/-/g;s/-$//')
+stamp=$(date -u +%Y%m%d-%H%M)
+mkdir -p "$src/perf/results"
+report="$src/perf/results/gpu-$gpu_name-$stamp.txt"
+exec > >(tee "$report") 2>&1
+echo "# tests/gpu/run.sh $(date -u) on $(hostname)"
+echo "# GPUs: $gpus"
+echo "# gx $(git -C "$src" describe --always --dirty 2>/dev/null)"
+echo "# load: $(cat /proc/loadavg)"
+
+gen=(-G Ninja)
+command -v ninja >/dev/null 2>&1 || gen=()
+cmake -S "$src" -B "$build" "${gen[@]}" -DGX_BUILD_TESTS=ON -DCMAKE_BUILD_TYPE=Release >/dev/null &&
+    cmake --build "$build" -j "$(nproc)" >/dev/null || { echo "FAIL: build"; exit 1; }
+bin=$build/bin
+nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+kernel=""
+if [ -x "$nvcc" ]; then
+    "$nvcc" -O2 -I"$src/include" -o "$build/gpu_stream_kernel" "$here/gpu_stream_kernel.cu" \
+        -L"$build/lib" -lgx -Xlinker -rpath="$build/lib" && kernel="$build/gpu_stream_kernel" ||
+        { echo "FAIL: nvcc could not build gpu_stream_kernel.cu"; exit 1; }
+else
+    echo "# no nvcc: the kernel program is not built"
+fi
+
+failed=0
+run() { # NAME COMMAND...
+    local name=$1
+    shift
+    local t0=$(date +%s.%N)
+    if out=$("$@" 2>&1); then
+        printf 'PASS %-34s %6.1fs\n' "$name" "$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{print b-a}')"
+    else
+        rc=$?
+        if [ $rc = 77 ]; then
+            printf 'SKIP %-34s %s\n' "$name" "$(echo "$out" | tail -1)"
+        else
+            printf 'FAIL %-34s exit %d\n' "$name" $rc
+            echo "$out" | tail -20 | sed 's/^/    /'
+            failed=1
+        fi
+    fi
+}
+gxrun() { "$bin/gx-run" --timeout 600 "$@"; }
+
+echo "## gx-info"
+"$bin/gx-info" | sed -n '/^GPUs/,/^$/p'
+"$bin/gx-info" | grep -q '^GPUs (CUDA driver' || { echo "FAIL: gx-info finds no GPU"; failed=1; }
+
+echo "## checks on device buffers (real driver)"
+for t in query fault copy; do run "gpudirect $t" "$bin/gpu_mem_test" $t; done
+for n in 2 4; do
+    for m in both send recv stream; do
+        run "matrix --device $m x$n" gxrun -n $n "$bin/coll_check" matrix --device $m \
+            --large-dtypes float32,float16
+    done
+    run "p2p x$n" gxrun -n $n "$bin/gpu_calls_check" p2p
+done
+run "matrix --device both, 2 nodes x4" gxrun -n 4 sh -c \
+    "GX_NODE_ID=node\$((GX_RANK * 2 / GX_SIZE)) exec $bin/coll_check matrix --device both"
+run "nonblocking x2" gxrun -n 2 "$bin/gpu_calls_check" nonblocking
+for n in 2 4; do run "ddp, device gradients x$n" gxrun -n $n "$bin/gpu_calls_check" ddp; done
+for c in all_reduce broadcast reduce all_gather reduce_scatter gather scatter alltoall; do
+    run "gx-perf $c --device x2" gxrun -n 2 "$bin/gx-perf" $c --device -b 8 -e 16M -f 16 -c 1
+done
+if [ -n "$kernel" ]; then
+    for n in 2 4; do run "kernels + allreduce_stream x$n" gxrun -n $n "$kernel" 4194304 20; done
+fi
+
+echo "## benchmark: device-buffer all-reduce, float sum, busbw in GB/s"
+py=$(command -v python3 || true)
+have_torch=0
+if [ -n "$py" ] && "$py" -c 'import torch, torch.distributed as d; assert torch.cuda.is_available() and d.is_gloo_available()' 2>/dev/null; then
+    have_torch=1
+else
+    echo "### no python3 with CUDA torch and gloo: no Gloo comparison"
+fi
+for n in 2 4; do
+    gx_csv="$build/bench-gx-$n.csv" gloo_csv="$build/bench-gloo-$n.csv"
+    echo "### gx-perf all_reduce --device, $n processes on one GPU (CSV)"
+    gxrun -n $n "$bin/gx-perf" all_reduce --device -b 1M -e 256M -f 4 -n 20 -w 5 -c 1 --csv \
+        > "$gx_csv" || failed=1
+    cat "$gx_csv"
+    [ $have_torch = 1 ] || continue
+    echo "### torch.distributed gloo, CUDA tensors, $n processes (CSV)"
+    "$py" "$src/perf/gloo_allreduce_bench.py" --cuda --nproc $n -b 1M -e 256M -f 4 -n 20 \
+        -w 5 -c 1 --csv > "$gloo_csv" || failed=1
+    cat "$gloo_csv"
+    echo "### in-place busbw, gx vs Gloo, $n processes (goal: gx >= 2x Gloo at >= 1 MiB)"
+    awk -F, 'FNR == 1 { next }
+             $9 != "in-place" { next }
+             FILENAME == ARGV[1] { gx[$4] = $12; next }
+             { gl[$4] = $12 }
+             END { for (s in gx) if (s in gl && gl[s] > 0)
+                       printf "  %10d B  gx %8.3f  gloo %8.3f  ratio %5.2f%s\n", s, gx[s],
+                              gl[s], gx[s] / gl[s], (gx[s] >= 2 * gl[s]) ? "" : "  (below 2x)" }' \
+        "$gx_csv" "$gloo_csv" | sort -n
+done
+echo "## result: $([ $failed = 0 ] && echo all passed || echo FAILURES)"
+echo "# report: $report"
+exit $failed
