@@ -54,11 +54,15 @@ struct gx_boot {
     bool abort_to_forward;
     bool sending_abort;
     bool shut;
+    int rdv_fd;       /* rank 0: the file:// rendezvous file, removed at the end */
+    char *rdv_path;
 };
 
 /* Allocate the per-rank arrays and the lock (rendezvous fills the rest). */
 int boot_alloc(int rank, int size, const char *job_key, struct gx_boot **out);
 void boot_free(struct gx_boot *boot);
+/* Rank 0 removes the file:// rendezvous file (boot_rendezvous.c). */
+void boot_rendezvous_cleanup(struct gx_boot *boot);
 /* Internal versions of the public calls, lock held. */
 int boot_send_locked(struct gx_boot *boot, int peer, uint64_t comm_id, uint64_t tag,
                      const void *buf, size_t len, uint64_t deadline);

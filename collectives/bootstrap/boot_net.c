@@ -57,6 +57,7 @@ int boot_alloc(int rank, int size, const char *job_key, struct gx_boot **out)
     b->rank = rank;
     b->size = size;
     b->listen_fd = -1;
+    b->rdv_fd = -1;
     b->failed_rank = -1;
     gx_auth_key_derive(job_key, &b->key);
     *out = b;
@@ -89,6 +90,7 @@ void boot_free(struct gx_boot *b)
 {
     if (!b)
         return;
+    boot_rendezvous_cleanup(b);
     if (b->in)
         close_all(b);
     for (int i = 0; b->in && i < b->size; i++) {

@@ -7,7 +7,9 @@
  *    children, n-1 messages in total).
  *  file:///PATH - each rank appends its record to a shared file under an
  *    fcntl lock (works on NFS with lockd) and reads until all are present.
- *    Lines of other jobs (another job key) are ignored.
+ *    Lines of other jobs (another job key) are ignored. The file is opened
+ *    with gx_safe_open (created 0600; a planted link or another user's file
+ *    is refused) and rank 0 removes it when its bootstrap ends (finalize).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -19,6 +21,7 @@
 #include "collectives/bootstrap/boot_internal.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/safe_file.h"
 #include "gx/gx.h"
 
 #define BOOT_FILE_POLL_MS 20
@@ -265,12 +268,20 @@ static int file_lock(int fd, short type)
     return 0;
 }
 
+static int file_open(const char *path, int flags)
+{
+    char err[768];
+    int fd = gx_safe_open(path, flags, err, sizeof(err));
+    if (fd < 0)
+        gx_fail(GX_ESYSTEM, GX_SUB_BOOT, "file:// rendezvous: %s", err);
+    return fd;
+}
+
 static int file_append_record(struct gx_boot *b, const char *path)
 {
-    int fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    int fd = file_open(path, O_RDWR | O_CREAT | O_APPEND);
     if (fd < 0)
-        return gx_fail(GX_ESYSTEM, GX_SUB_BOOT, "file:// rendezvous: cannot open '%s': %s",
-                       path, strerror(errno));
+        return GX_ESYSTEM;
     char job[17], rec[2 * sizeof(struct boot_rank_record) + 1];
     hex_encode(b->key.job_id, sizeof(b->key.job_id), job);
     hex_encode(&b->records[b->rank], sizeof(struct boot_rank_record), rec);
@@ -285,16 +296,37 @@ static int file_append_record(struct gx_boot *b, const char *path)
     }
     file_lock(fd, F_UNLCK);
     free(line);
-    close(fd);
+    if (rc == GX_OK && b->rank == 0 && (b->rdv_path = strdup(path)) != NULL)
+        b->rdv_fd = fd; /* kept to remove this very file at the end */
+    else
+        close(fd);
     return rc;
+}
+
+void boot_rendezvous_cleanup(struct gx_boot *b)
+{
+    if (b->rdv_fd < 0)
+        return;
+    if (gx_safe_unlink(b->rdv_path, b->rdv_fd) != 0 && errno != ENOENT)
+        GX_WARN(GX_SUB_BOOT, "file:// rendezvous: left '%s' in place: %s", b->rdv_path,
+                errno == ESTALE ? "it is no longer the file this job wrote" : strerror(errno));
+    close(b->rdv_fd);
+    free(b->rdv_path);
+    b->rdv_fd = -1;
+    b->rdv_path = NULL;
 }
 
 static int file_read_records(struct gx_boot *b, const char *path)
 {
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return gx_fail(GX_ESYSTEM, GX_SUB_BOOT, "file:// rendezvous: cannot read '%s': %s",
-                       path, strerror(errno));
+    int fd = file_open(path, O_RDONLY);
+    FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
+    if (!f) {
+        if (fd >= 0)
+            close(fd);
+        return fd >= 0 ? gx_fail(GX_ESYSTEM, GX_SUB_BOOT, "file:// rendezvous: cannot read "
+                                 "'%s': %s", path, strerror(errno))
+                       : GX_ESYSTEM;
+    }
     file_lock(fileno(f), F_RDLCK);
     char job[17];
     hex_encode(b->key.job_id, sizeof(b->key.job_id), job);

@@ -51,6 +51,7 @@ tcp)
 file)
     n=$1
     start_ranks "$n" "file://$TMP/rendezvous" k2 basic || fail "file:// with $n ranks"
+    [ -e "$TMP/rendezvous" ] && fail "the rendezvous file was left behind after the job"
     ;;
 nodes) # two fake nodes via GX_NODE_ID, one gx-run per node
     port=$(free_port)
@@ -153,6 +154,35 @@ debug-file) # GX_DEBUG_FILE with %h and %p, GX_DEBUG=info, GX_DEBUG_SUBSYS filte
     [ "$n" -eq 2 ] || fail "expected one log file per rank named by host and pid, found $n"
     grep -q "INFO init: init done" "$TMP"/gx.*.log || fail "no init lines in the log files"
     grep -q " boot: " "$TMP"/gx.*.log && fail "GX_DEBUG_SUBSYS=init let boot lines through"
+    ;;
+planted-files) # a sticky world-writable directory (as /tmp) where user nobody planted a
+    # symlink and a file of its own at the log and rendezvous paths: gx refuses both
+    [ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root to plant a file owned by user nobody"; exit 77; }
+    S="$TMP/sticky"; mkdir -m 1777 "$S"
+    echo secret >"$TMP/target"; chmod 600 "$TMP/target"
+    ln -s "$TMP/target" "$S/gx.log"
+    GX_DEBUG=info GX_DEBUG_FILE="$S/gx.log" "$RUN" -n 2 --timeout 60 "$CHECK" loop 1 >"$TMP/a.log" 2>&1 \
+        || fail "a job with a planted GX_DEBUG_FILE link failed"
+    [ "$(cat "$TMP/target")" = secret ] || fail "log lines were appended through the planted symlink"
+    grep -q "GX_DEBUG_FILE: refusing '$S/gx.log' (owner uid 0, mode 0777.*symbolic link; logging to stderr" \
+        "$TMP/a.log" || fail "no warning naming the symlinked GX_DEBUG_FILE"
+    install -o nobody -m 644 /dev/null "$S/nobody.log"
+    GX_DEBUG=info GX_DEBUG_FILE="$S/nobody.log" "$RUN" -n 2 --timeout 60 "$CHECK" loop 1 >"$TMP/b.log" 2>&1 \
+        || fail "a job with a foreign GX_DEBUG_FILE failed"
+    [ -s "$S/nobody.log" ] && fail "log lines went into a file owned by nobody"
+    grep -q "refusing '$S/nobody.log' (owner uid 65534, mode 0644.*another user" "$TMP/b.log" \
+        || fail "no warning naming the foreign GX_DEBUG_FILE's owner and mode"
+    GX_DEBUG=info GX_DEBUG_FILE="$S/mine.log" "$RUN" -n 1 --timeout 60 "$CHECK" loop 1 >"$TMP/c.log" 2>&1
+    [ "$(stat -c %a "$S/mine.log")" = 600 ] || fail "GX_DEBUG_FILE created with mode $(stat -c %a "$S/mine.log")"
+    # file:// rendezvous: a pre-created 0666 file of nobody's, then a planted symlink
+    install -o nobody -m 666 /dev/null "$S/rdv"
+    GX_INIT_TIMEOUT=10 start_ranks 2 "file://$S/rdv" k expect-init-fail GX_ESYSTEM \
+        "refusing '$S/rdv' (owner uid 65534, mode 0666" || fail "the ranks did not refuse nobody's rendezvous file"
+    [ -s "$S/rdv" ] && fail "records were written into nobody's rendezvous file"
+    ln -s "$TMP/target" "$S/rdv2"
+    GX_INIT_TIMEOUT=10 start_ranks 2 "file://$S/rdv2" k expect-init-fail GX_ESYSTEM "symbolic link" \
+        || fail "the ranks did not refuse a symlinked rendezvous file"
+    [ "$(cat "$TMP/target")" = secret ] || fail "records were written through the planted symlink"
     ;;
 *) echo "unknown case $CASE"; exit 2 ;;
 esac
