@@ -6,7 +6,9 @@
  * LOCAL_RANK, MASTER_ADDR, ...), generates the job key, hands rank 0 an
  * already-bound rendezvous socket (no port race), forwards SIGINT/SIGTERM,
  * and when a rank fails it stops the others and exits with that rank's
- * status, naming it.
+ * status, naming it. Ranks die with it: each is started with
+ * PR_SET_PDEATHSIG(SIGKILL), so a gx-run killed by kill -9 or the OOM killer
+ * leaves no orphans holding CPUs and ports.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -17,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -77,7 +80,9 @@ static void usage(FILE *f)
             "Each rank gets GX_RANK, GX_SIZE, GX_LOCAL_RANK, GX_LOCAL_SIZE, GX_MASTER_ADDR,\n"
             "GX_MASTER_PORT, GX_JOB_KEY and torchrun's RANK, WORLD_SIZE, LOCAL_RANK,\n"
             "LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT. Exit status: 0 when every rank\n"
-            "exits 0; else the first failing rank's status (128+signal if killed).\n");
+            "exits 0; else the first failing rank's status (128+signal if killed).\n"
+            "SIGINT, SIGTERM and SIGHUP are passed on to every rank; if gx-run itself is\n"
+            "killed (kill -9, the OOM killer), its ranks are killed with it.\n");
 }
 
 static int parse_count(const char *opt, const char *text, int min, int max, int *out)
@@ -244,12 +249,22 @@ static int spawn_rank(const struct run_opts *o, struct rank_proc *p, int local, 
     }
     int world = o->nlocal * o->nnodes;
     int rank = o->node_rank * o->nlocal + local;
+    pid_t launcher = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         perror("gx-run: fork");
         return -1;
     }
     if (pid == 0) {
+        /* Die with gx-run. If it died between fork and prctl, the signal was
+         * never armed: the parent is then no longer gx-run, so leave now. */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) {
+            fprintf(stderr, "gx-run: rank %d: prctl(PR_SET_PDEATHSIG): %s\n", rank,
+                    strerror(errno));
+            _exit(127);
+        }
+        if (getppid() != launcher)
+            _exit(128 + SIGKILL);
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);

@@ -155,6 +155,34 @@ debug-file) # GX_DEBUG_FILE with %h and %p, GX_DEBUG=info, GX_DEBUG_SUBSYS filte
     grep -q "INFO init: init done" "$TMP"/gx.*.log || fail "no init lines in the log files"
     grep -q " boot: " "$TMP"/gx.*.log && fail "GX_DEBUG_SUBSYS=init let boot lines through"
     ;;
+launcher-killed) # kill -9 of gx-run: its ranks are gone within 1 s; SIGTERM and SIGINT
+    # to gx-run still reach every rank (set -m: a background job keeps SIGINT)
+    "$RUN" -n 3 --timeout 60 sh -c "echo \$\$ > $TMP/pid.\$GX_RANK; exec sleep 50" >"$TMP/a.log" 2>&1 &
+    launcher=$!
+    for i in $(seq 100); do [ "$(cat "$TMP"/pid.* 2>/dev/null | wc -l)" -eq 3 ] && break; sleep 0.05; done
+    pids=$(cat "$TMP"/pid.*); [ "$(echo "$pids" | wc -w)" -eq 3 ] || fail "ranks did not start"
+    trap 'kill $pids 2>/dev/null; rm -rf "$TMP"' EXIT
+    kill -9 $launcher; t0=$(date +%s%N)
+    # a dead rank may stay a zombie (state Z) when init does not reap: that is gone too
+    while ps -o stat= -p "$(echo $pids | tr ' ' ,)" | grep -qv '^Z'; do
+        [ $(( ($(date +%s%N) - t0) / 1000000 )) -gt 1000 ] && { ps -f -p "$(echo $pids | tr ' ' ,)"; fail "ranks still alive 1 s after gx-run was killed"; }
+        sleep 0.02
+    done
+    echo "ranks gone $(( ($(date +%s%N) - t0) / 1000000 )) ms after kill -9 of gx-run"
+    for sig in TERM INT; do
+        rm -f "$TMP"/got.*
+        set -m
+        "$RUN" -n 3 --timeout 60 sh -c "trap 'echo \$GX_RANK > $TMP/got.\$GX_RANK; exit 0' $sig; echo > $TMP/up.\$GX_RANK; while :; do sleep 0.05; done" >"$TMP/b.log" 2>&1 &
+        launcher=$!
+        set +m
+        for i in $(seq 100); do [ "$(ls "$TMP"/up.* 2>/dev/null | wc -l)" -eq 3 ] && break; sleep 0.05; done
+        sleep 0.1
+        kill -$sig $launcher
+        wait $launcher
+        [ "$(ls "$TMP"/got.* 2>/dev/null | wc -l)" -eq 3 ] || fail "SIG$sig to gx-run did not reach every rank"
+        rm -f "$TMP"/up.*
+    done
+    ;;
 planted-files) # a sticky world-writable directory (as /tmp) where user nobody planted a
     # symlink and a file of its own at the log and rendezvous paths: gx refuses both
     [ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root to plant a file owned by user nobody"; exit 77; }
