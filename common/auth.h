@@ -8,6 +8,7 @@
 #ifndef GX_COMMON_AUTH_H
 #define GX_COMMON_AUTH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -27,12 +28,36 @@ enum gx_auth_purpose {
 };
 
 struct gx_auth_key {
-    uint8_t key[32];
-    uint8_t job_id[8];
+    uint8_t key[32];   /* the MAC key: PBKDF2 of the job key text */
+    uint8_t job_id[8]; /* rank 0's random per-job id; all zero while unknown */
 };
 
-/** Derive the MAC key and the public job id from the job key text. */
+/** gx-run's generated keys: this prefix and 32 hex digits (128 random bits).
+ *  Such a key is not stretched. */
+#define GX_AUTH_GENERATED_PREFIX "gxk1-"
+/** The stand-in key of a job run without one (public, not stretched). */
+#define GX_AUTH_DEFAULT_PREFIX "gx-default-key:"
+/** PBKDF2-HMAC-SHA-256 rounds for a user-chosen key: about 45 ms on a 2020s
+ *  x86 core with SHA extensions, so one offline guess costs >= 10 ms. */
+#define GX_AUTH_KDF_ITERATIONS 200000u
+
+/** Derive the MAC key from the job key text (PBKDF2 with a fixed gx salt, or
+ *  a single HMAC for generated keys); the result is remembered, so the slow
+ *  derivation runs once per process. job_id is left zero (unknown): rank 0
+ *  picks it, the others learn it in rendezvous. */
 void gx_auth_key_derive(const char *job_key, struct gx_auth_key *out);
+
+/** True for a key gx-run generated (GX_AUTH_GENERATED_PREFIX + 32 hex). */
+bool gx_auth_key_is_generated(const char *job_key);
+
+/** The tag of this job's lines in a file:// rendezvous file (that file is
+ *  0600: only its owner can read the tag). */
+void gx_auth_file_tag(const struct gx_auth_key *key, uint8_t tag[8]);
+
+/** Read a key file (GX_JOB_KEY_FILE, gx-run --job-key-file): its first line.
+ *  Refuses a link, another user's file, and a file group or others may read
+ *  (GX_EINVAL, `err` names the file, owner and mode). */
+int gx_auth_read_key_file(const char *path, char *out, size_t len, char *err, size_t errlen);
 
 /** Connector: read the challenge, send the hello, check the acceptor's proof.
  *  Returns GX_OK, GX_EAUTH (other job / bad proof), GX_EPROTO (not a gx

@@ -98,9 +98,10 @@ struct gx_fab_domain_attr {
     int rank;              /* this process's rank (logs, handshake); -1 unknown */
     const char *device;    /* provider device name; NULL = provider's choice */
     enum gx_topo_path gpu_path; /* this rank's GPU to `device` (GPUDirect verdict) */
+    uint8_t job_id[8];     /* rank 0's random per-job id for the challenges; 0 = unknown */
 };
 #define GX_FAB_DOMAIN_ATTR_INIT \
-    { sizeof(struct gx_fab_domain_attr), NULL, -1, NULL, GX_TOPO_PATH_UNKNOWN }
+    { sizeof(struct gx_fab_domain_attr), NULL, -1, NULL, GX_TOPO_PATH_UNKNOWN, { 0 } }
 
 struct gx_fab_conn_param {
     size_t size;           /* sizeof(struct gx_fab_conn_param) */

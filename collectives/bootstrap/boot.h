@@ -46,6 +46,8 @@ void gx_boot_release(struct gx_boot *boot);
 int gx_boot_rank(const struct gx_boot *boot);
 int gx_boot_size(const struct gx_boot *boot);
 const struct boot_rank_record *gx_boot_record(const struct gx_boot *boot, int rank);
+/* Rank 0's random per-job id (all zero if this rank has not learned it). */
+void gx_boot_job_id(struct gx_boot *boot, uint8_t out[8]);
 
 /** Send/receive one message to/from a world rank. */
 int gx_boot_send(struct gx_boot *boot, int peer, uint64_t comm_id, uint64_t tag,

@@ -60,6 +60,12 @@ int boot_alloc(int rank, int size, const char *job_key, struct gx_boot **out)
     b->rdv_fd = -1;
     b->failed_rank = -1;
     gx_auth_key_derive(job_key, &b->key);
+    /* Rank 0 picks the job's public id at random; the others learn it from
+     * rank 0's challenge once rank 0 has proved it knows the key. */
+    if (rank == 0 && gx_random_bytes(b->key.job_id, sizeof(b->key.job_id)) != GX_OK) {
+        boot_free(b);
+        return GX_ESYSTEM;
+    }
     *out = b;
     return GX_OK;
 }
@@ -116,6 +122,13 @@ void gx_boot_release(struct gx_boot *boot)
 {
     if (boot && atomic_fetch_sub(&boot->refcount, 1) == 1)
         boot_free(boot);
+}
+
+void gx_boot_job_id(struct gx_boot *boot, uint8_t out[8])
+{
+    pthread_mutex_lock(&boot->lock);
+    memcpy(out, boot->key.job_id, 8);
+    pthread_mutex_unlock(&boot->lock);
 }
 
 int gx_boot_rank(const struct gx_boot *boot)
@@ -324,6 +337,8 @@ static int connect_peer(struct gx_boot *b, int peer, uint64_t deadline, bool qui
     }
     if (rc == GX_OK)
         rc = gx_auth_client_check(&b->key, &hello, &acc);
+    if (rc == GX_OK && peer == 0) /* proved: the accept MAC covers the challenge */
+        memcpy(b->key.job_id, ch.job_id, sizeof(b->key.job_id));
     if (rc != GX_OK) {
         close(fd);
         if (quiet)

@@ -283,7 +283,9 @@ static int file_append_record(struct gx_boot *b, const char *path)
     if (fd < 0)
         return GX_ESYSTEM;
     char job[17], rec[2 * sizeof(struct boot_rank_record) + 1];
-    hex_encode(b->key.job_id, sizeof(b->key.job_id), job);
+    uint8_t tag[8];
+    gx_auth_file_tag(&b->key, tag);
+    hex_encode(tag, sizeof(tag), job);
     hex_encode(&b->records[b->rank], sizeof(struct boot_rank_record), rec);
     char *line = NULL;
     int n = asprintf(&line, "gx1 %s %d %s\n", job, b->rank, rec);
@@ -305,7 +307,7 @@ static int file_append_record(struct gx_boot *b, const char *path)
 
 void boot_rendezvous_cleanup(struct gx_boot *b)
 {
-    if (b->rdv_fd < 0)
+    if (!b->rdv_path) /* also covers a boot freed before rdv_fd was set to -1 */
         return;
     if (gx_safe_unlink(b->rdv_path, b->rdv_fd) != 0 && errno != ENOENT)
         GX_WARN(GX_SUB_BOOT, "file:// rendezvous: left '%s' in place: %s", b->rdv_path,
@@ -329,7 +331,9 @@ static int file_read_records(struct gx_boot *b, const char *path)
     }
     file_lock(fileno(f), F_RDLCK);
     char job[17];
-    hex_encode(b->key.job_id, sizeof(b->key.job_id), job);
+    uint8_t tag[8];
+    gx_auth_file_tag(&b->key, tag);
+    hex_encode(tag, sizeof(tag), job);
     char *line = NULL;
     size_t cap = 0;
     int rc = GX_OK;

@@ -15,7 +15,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/param.h"
-#include "common/sha256.h"
+#include "common/crypto.h"
 #include "topology/topo.h"
 
 #define WORLD_COMM_ID 1
@@ -297,10 +297,7 @@ static uint64_t child_comm_id(uint64_t parent, uint64_t seq, int color)
     memcpy(msg, &parent, 8);
     memcpy(msg + 8, &seq, 8);
     memcpy(msg + 16, &color, 4);
-    struct gx_sha256 h;
-    gx_sha256_init(&h);
-    gx_sha256_update(&h, msg, sizeof(msg));
-    gx_sha256_final(&h, digest);
+    gx_sha256(msg, sizeof(msg), digest);
     uint64_t id;
     memcpy(&id, digest, sizeof(id));
     return id | 2; /* never WORLD_COMM_ID, never 0 */

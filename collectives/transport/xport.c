@@ -94,6 +94,7 @@ static int open_domain(struct gx_xport *x, const char *name, const unsigned char
     struct gx_fab_domain_attr attr = GX_FAB_DOMAIN_ATTR_INIT;
     attr.job_key = c->job_key;
     attr.rank = c->rank;
+    gx_boot_job_id(c->boot, attr.job_id);
     if (strcmp(name, "verbs") == 0)
         attr.device = verbs_device_for(c, devbuf, sizeof(devbuf));
     if (attr.device)

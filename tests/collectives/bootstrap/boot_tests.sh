@@ -155,6 +155,52 @@ debug-file) # GX_DEBUG_FILE with %h and %p, GX_DEBUG=info, GX_DEBUG_SUBSYS filte
     grep -q "INFO init: init done" "$TMP"/gx.*.log || fail "no init lines in the log files"
     grep -q " boot: " "$TMP"/gx.*.log && fail "GX_DEBUG_SUBSYS=init let boot lines through"
     ;;
+unauth-probe) # what a connector without the key receives from three jobs (A1 and A2 share a
+    # key, B has another) is the same 32-byte challenge with random contents: no key fingerprint
+    P=$(dirname "$0")/probe_challenge.py; pids=(); args=()
+    for job in A1:correct-horse-battery-staple A2:correct-horse-battery-staple B:hunter2; do
+        name=${job%%:*}; key=${job#*:}; port=$(free_port)
+        GX_RANK=0 GX_SIZE=2 GX_INIT_METHOD=tcp://127.0.0.1:$port GX_JOB_KEY=$key \
+            timeout 60 "$CHECK" basic >"$TMP/$name.0.log" 2>&1 &
+        pids+=($!); args+=("$name=$port"); eval "port_$name=$port key_$name=$key"
+    done
+    sleep 0.5
+    python3 "$P" 10 "${args[@]}" >"$TMP/probe.log" 2>&1; prc=$?
+    cat "$TMP/probe.log"
+    for name in A1 A2 B; do
+        eval "port=\$port_$name key=\$key_$name"
+        GX_RANK=1 GX_SIZE=2 GX_INIT_METHOD=tcp://127.0.0.1:$port GX_JOB_KEY=$key \
+            timeout 60 "$CHECK" basic >"$TMP/$name.1.log" 2>&1 || fail "job $name rank 1 failed"
+    done
+    for p in "${pids[@]}"; do wait "$p" || fail "a rank 0 failed after the probes"; done
+    [ $prc -eq 0 ] || fail "an unauthenticated connector received something that depends on the key"
+    ;;
+key-warnings) # no key / a short key: one warning per rank saying how to set one; key files
+    port=$(free_port)
+    start_ranks 2 "tcp://127.0.0.1:$port" "" loop 2 || fail "a job without a key"
+    for r in 0 1; do
+        [ "$(grep -c "no job key: any process that can reach this job's ports can join it" "$TMP/rank$r.log")" -eq 1 ] \
+            || fail "rank $r: expected one warning about running without a key"
+    done
+    port=$(free_port)
+    start_ranks 2 "tcp://127.0.0.1:$port" hunter2 loop 2 || fail "a job with a short key"
+    [ "$(grep -c "the job key is 7 characters long.*GX_JOB_KEY_FILE" "$TMP/rank0.log")" -eq 1 ] \
+        || fail "expected one warning about the short key"
+    "$RUN" -n 2 --timeout 60 "$CHECK" loop 2 >"$TMP/gen.log" 2>&1 || fail "gx-run with a generated key"
+    grep -q "job key" "$TMP/gen.log" && fail "a generated key drew a warning"
+    printf 'a-long-enough-job-key-from-a-file\n' >"$TMP/key"; chmod 644 "$TMP/key"
+    "$RUN" -n 2 --timeout 60 --job-key-file "$TMP/key" "$CHECK" loop 1 >"$TMP/f1.log" 2>&1 && fail "gx-run took a 0644 key file"
+    grep -q -- "--job-key-file: refusing '$TMP/key' (owner uid [0-9]*, mode 0644): group or others may read" "$TMP/f1.log" \
+        || fail "gx-run did not name the readable key file and its mode"
+    GX_RANK=0 GX_SIZE=1 GX_JOB_KEY_FILE="$TMP/key" "$CHECK" expect-init-fail GX_EINVAL \
+        "GX_JOB_KEY_FILE: refusing '$TMP/key'" >"$TMP/f2.log" 2>&1 || fail "init took a 0644 GX_JOB_KEY_FILE"
+    chmod 600 "$TMP/key"
+    "$RUN" -n 2 --timeout 60 --job-key-file "$TMP/key" "$CHECK" loop 1 >"$TMP/f3.log" 2>&1 || fail "gx-run --job-key-file"
+    port=$(free_port)
+    GX_JOB_KEY_FILE="$TMP/key" start_ranks 2 "tcp://127.0.0.1:$port" "" loop 1 || fail "ranks with GX_JOB_KEY_FILE"
+    grep -q "job key" "$TMP/rank0.log" && fail "a key from GX_JOB_KEY_FILE drew a warning"
+    "$RUN" --help | grep -q "visible to every.*ps\|user in ps" || fail "--job-key help does not say ps shows it"
+    ;;
 launcher-killed) # kill -9 of gx-run: its ranks are gone within 1 s; SIGTERM and SIGINT
     # to gx-run still reach every rank (set -m: a background job keeps SIGINT)
     "$RUN" -n 3 --timeout 60 sh -c "echo \$\$ > $TMP/pid.\$GX_RANK; exec sleep 50" >"$TMP/a.log" 2>&1 &
