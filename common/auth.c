@@ -168,6 +168,11 @@ int gx_auth_same_job(const struct gx_auth_key *key, const struct gx_auth_challen
            memcmp(ch->job_id, key->job_id, sizeof(ch->job_id)) == 0;
 }
 
+int gx_auth_known_same_job(const struct gx_auth_key *key, const struct gx_auth_challenge *ch)
+{
+    return id_known(key->job_id) && memcmp(ch->job_id, key->job_id, sizeof(ch->job_id)) == 0;
+}
+
 int gx_auth_client_check(const struct gx_auth_key *key, const struct gx_auth_hello *hello,
                          const struct gx_auth_accept *acc)
 {
@@ -196,8 +201,10 @@ int gx_auth_connect(int fd, const struct gx_auth_key *key, enum gx_auth_purpose 
         return GX_EAUTH; /* the acceptor logs and drops our hello */
     struct gx_auth_accept acc;
     rc = gx_sock_recv_all(fd, &acc, sizeof(acc), deadline);
+    if (rc == GX_EPEER && !gx_auth_known_same_job(key, &ch))
+        return GX_EAUTH; /* a dropped hello: most likely the key was refused */
     if (rc != GX_OK)
-        return rc == GX_EPEER ? GX_EAUTH : rc; /* a dropped hello means the key was refused */
+        return rc; /* our own job's acceptor closed: it died or gave up */
     return gx_auth_client_check(key, &hello, &acc);
 }
 

@@ -73,6 +73,9 @@ int gx_auth_client_respond(const struct gx_auth_key *key, const struct gx_auth_c
                            enum gx_auth_purpose purpose, int rank, uint64_t conn_id,
                            struct gx_auth_hello *hello_out);
 int gx_auth_same_job(const struct gx_auth_key *key, const struct gx_auth_challenge *ch);
+/** True only when both sides know the job id and it is the same: an acceptor
+ *  of our own job that drops the hello died, it did not refuse the key. */
+int gx_auth_known_same_job(const struct gx_auth_key *key, const struct gx_auth_challenge *ch);
 int gx_auth_client_check(const struct gx_auth_key *key, const struct gx_auth_hello *hello,
                          const struct gx_auth_accept *acc);
 

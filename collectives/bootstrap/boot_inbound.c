@@ -104,6 +104,14 @@ static void handle_abort(struct gx_boot *b, int peer, const struct boot_msg *m)
         return;
     memcpy(&p, m->data, sizeof(p));
     p.message[sizeof(p.message) - 1] = '\0';
+    /* The root cause wins over a secondary teardown: if we blamed the rank
+     * that sends this ABORT (its connection closed as it gave up) and it
+     * names another rank as the cause, take its word. */
+    bool root_cause = b->fail_status != GX_OK && b->failed_rank == p.origin_rank &&
+                      p.failed_rank != p.origin_rank && p.failed_rank >= 0 &&
+                      p.failed_rank < b->size && p.failed_rank != b->rank;
+    if (root_cause)
+        b->fail_status = GX_OK;
     if (b->fail_status != GX_OK)
         return;
     int status = (p.status < 0 && p.status > -700) ? p.status : GX_EPEER;

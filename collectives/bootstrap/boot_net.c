@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "collectives/bootstrap/boot_internal.h"
@@ -308,37 +309,52 @@ static int connect_peer(struct gx_boot *b, int peer, uint64_t deadline, bool qui
     memcpy(&addr.u.storage, rec->addr, rec->addr_len);
     char astr[64];
     gx_sock_addr_str(&addr, astr, sizeof(astr));
-    int fd = -1;
-    int rc = gx_sock_connect(&addr, deadline, &fd);
-    if (rc != GX_OK) {
-        if (quiet)
-            return rc;
-        if (rc == GX_ETIMEOUT)
-            return peer_failed(b, GX_ETIMEOUT, peer, "did not accept a connection at %s "
-                               "before the deadline", astr);
-        return peer_failed(b, GX_ECONNECT, peer, "is unreachable at %s: %s", astr,
-                           strerror(errno));
+    int fd = -1, rc;
+    for (int attempt = 0;; attempt++) {
+        rc = gx_sock_connect(&addr, deadline, &fd);
+        if (rc != GX_OK) {
+            if (quiet)
+                return rc;
+            if (rc == GX_ETIMEOUT)
+                return peer_failed(b, GX_ETIMEOUT, peer, "did not accept a connection at %s "
+                                   "before the deadline", astr);
+            return peer_failed(b, GX_ECONNECT, peer, "is unreachable at %s: %s", astr,
+                               strerror(errno));
+        }
+        struct gx_auth_challenge ch;
+        struct gx_auth_hello hello;
+        struct gx_auth_accept acc;
+        uint16_t purpose = GX_AUTH_BOOT_PEER;
+        bool dropped = false;
+        rc = recv_bytes(b, fd, &ch, sizeof(ch), deadline);
+        if (rc == GX_OK)
+            rc = gx_auth_client_respond(&b->key, &ch, purpose, b->rank, 0, &hello);
+        if (rc == GX_OK)
+            rc = send_bytes(b, fd, &hello, sizeof(hello), deadline);
+        if (rc == GX_OK && !gx_auth_same_job(&b->key, &ch))
+            rc = GX_EAUTH;
+        if (rc == GX_OK) {
+            rc = recv_bytes(b, fd, &acc, sizeof(acc), deadline);
+            if (rc == GX_EPEER && !gx_auth_known_same_job(&b->key, &ch)) {
+                rc = GX_EAUTH; /* the acceptor drops a hello it refuses */
+                dropped = true;
+            }
+        }
+        if (rc == GX_OK)
+            rc = gx_auth_client_check(&b->key, &hello, &acc);
+        if (rc == GX_OK && peer == 0) /* proved: the accept MAC covers the challenge */
+            memcpy(b->key.job_id, ch.job_id, sizeof(b->key.job_id));
+        if (rc == GX_EAUTH && dropped && attempt == 0) {
+            /* Before we know the job id, a dropped hello is a refused key or
+             * an acceptor that died meanwhile: a second try tells them apart
+             * (a dead one no longer accepts; a refusing one drops it again). */
+            close(fd);
+            struct timespec pause = { 0, 50 * 1000000L };
+            nanosleep(&pause, NULL);
+            continue;
+        }
+        break;
     }
-    struct gx_auth_challenge ch;
-    struct gx_auth_hello hello;
-    struct gx_auth_accept acc;
-    uint16_t purpose = GX_AUTH_BOOT_PEER;
-    rc = recv_bytes(b, fd, &ch, sizeof(ch), deadline);
-    if (rc == GX_OK)
-        rc = gx_auth_client_respond(&b->key, &ch, purpose, b->rank, 0, &hello);
-    if (rc == GX_OK)
-        rc = send_bytes(b, fd, &hello, sizeof(hello), deadline);
-    if (rc == GX_OK && !gx_auth_same_job(&b->key, &ch))
-        rc = GX_EAUTH;
-    if (rc == GX_OK) {
-        rc = recv_bytes(b, fd, &acc, sizeof(acc), deadline);
-        if (rc == GX_EPEER)
-            rc = GX_EAUTH; /* the acceptor drops a hello it refuses */
-    }
-    if (rc == GX_OK)
-        rc = gx_auth_client_check(&b->key, &hello, &acc);
-    if (rc == GX_OK && peer == 0) /* proved: the accept MAC covers the challenge */
-        memcpy(b->key.job_id, ch.job_id, sizeof(b->key.job_id));
     if (rc != GX_OK) {
         close(fd);
         if (quiet)

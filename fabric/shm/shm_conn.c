@@ -16,6 +16,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/proc.h"
 #include "common/sock.h"
 #include "fabric/shm/shm.h"
 
@@ -348,7 +349,11 @@ int shm_ep_establish(struct gx_fab_ep *base)
         if (poll(&pfd, 1, 0) > 0) {
             rc = gx_auth_connect(ep->sock, &ep->dom->key, GX_AUTH_SHM_DATA, ep->dom->base.rank, 0,
                                  ep->deadline);
-            if (rc == GX_EAUTH)
+            bool gone = rc != GX_OK && gx_process_gone(ep->peer_pid);
+            if (gone) /* a dead peer drops the handshake too: not a key problem */
+                rc = gx_fail(GX_EPEER, GX_SUB_FABRIC, "shm: %s exited during the handshake",
+                             ep->base.name);
+            else if (rc == GX_EAUTH)
                 rc = gx_fail(GX_EAUTH, GX_SUB_FABRIC, "shm: %s refused our job key, or is "
                              "another job (check GX_JOB_KEY)", ep->base.name);
             else if (rc != GX_OK)
