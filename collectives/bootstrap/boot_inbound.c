@@ -16,6 +16,7 @@
 #include "collectives/bootstrap/boot_internal.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/reject_log.h"
 #include "gx/gx.h"
 
 #define BOOT_PENDING_TIMEOUT_NS (10ull * 1000000000ull)
@@ -48,35 +49,38 @@ static bool service_pending(struct gx_boot *b, struct boot_pending *p)
 {
     char addr[64];
     int rc = gx_auth_server_progress(&p->auth);
+    const struct gx_sockaddr *from = &p->addr;
     if (rc == GX_INPROGRESS) {
         if (gx_now_ns() - p->started_ns < BOOT_PENDING_TIMEOUT_NS)
             return false;
-        GX_WARN(GX_SUB_BOOT, "dropped bootstrap connection from %s: no handshake within 10 s",
-                gx_sock_addr_str(&p->addr, addr, sizeof(addr)));
+        gx_reject_note(GX_SUB_BOOT, "bootstrap", from, GX_REJECT_SILENT,
+                       "dropped bootstrap connection from %s: no handshake within 10 s",
+                       gx_sock_addr_str(from, addr, sizeof(addr)));
     } else if (rc == GX_EAUTH) {
-        GX_WARN(GX_SUB_BOOT,
-                "rejected bootstrap connection from %s: wrong job key (another job, or "
-                "GX_JOB_KEY differs)",
-                gx_sock_addr_str(&p->addr, addr, sizeof(addr)));
+        gx_reject_note(GX_SUB_BOOT, "bootstrap", from, GX_REJECT_KEY,
+                       "rejected bootstrap connection from %s: wrong job key (another job, or "
+                       "GX_JOB_KEY differs)", gx_sock_addr_str(from, addr, sizeof(addr)));
     } else if (rc == GX_EPROTO) {
-        GX_WARN(GX_SUB_BOOT, "rejected bootstrap connection from %s: not a gx %d handshake",
-                gx_sock_addr_str(&p->addr, addr, sizeof(addr)), GX_AUTH_VERSION);
+        gx_reject_note(GX_SUB_BOOT, "bootstrap", from, GX_REJECT_PROTO,
+                       "rejected bootstrap connection from %s: not a gx %d handshake",
+                       gx_sock_addr_str(from, addr, sizeof(addr)), GX_AUTH_VERSION);
     } else if (rc != GX_OK) {
-        GX_INFO(GX_SUB_BOOT, "bootstrap connection from %s closed during handshake",
-                gx_sock_addr_str(&p->addr, addr, sizeof(addr)));
+        gx_reject_note(GX_SUB_BOOT, "bootstrap", from, GX_REJECT_PROBE,
+                       "bootstrap connection from %s closed before finishing the handshake",
+                       gx_sock_addr_str(from, addr, sizeof(addr)));
     } else {
         int r = p->auth.hello.rank;
         uint16_t purpose = p->auth.hello.purpose;
         if ((purpose != GX_AUTH_BOOT_PEER && purpose != GX_AUTH_BOOT_RENDEZVOUS) || r < 0 ||
             r >= b->size || r == b->rank) {
-            GX_WARN(GX_SUB_BOOT,
-                    "rejected bootstrap connection from %s: claims rank %d of a job of %d",
-                    gx_sock_addr_str(&p->addr, addr, sizeof(addr)), r, b->size);
+            gx_reject_note(GX_SUB_BOOT, "bootstrap", from, GX_REJECT_CLAIM,
+                           "rejected bootstrap connection from %s: claims rank %d of a job "
+                           "of %d", gx_sock_addr_str(from, addr, sizeof(addr)), r, b->size);
         } else if (b->in[r].fd >= 0 || b->in[r].closed) {
             GX_WARN(GX_SUB_BOOT,
                     "rejected bootstrap connection from %s: rank %d is already connected "
                     "(two processes started with the same rank?)",
-                    gx_sock_addr_str(&p->addr, addr, sizeof(addr)), r);
+                    gx_sock_addr_str(from, addr, sizeof(addr)), r);
         } else {
             b->in[r].fd = p->auth.fd;
             return true;

@@ -14,6 +14,7 @@
 #include "collectives/transport/xport.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/reject_log.h"
 #include "common/param.h"
 #include "common/crypto.h"
 #include "topology/topo.h"
@@ -438,6 +439,7 @@ GX_API void gx_comm_destroy(struct gx_comm *comm)
     struct gx_boot *boot = comm->boot;
     comm_free(comm);
     gx_boot_release(boot);
+    gx_reject_flush(true); /* what the refused-connection summaries still hold */
 }
 
 GX_API void gx_comm_abort(struct gx_comm *comm)

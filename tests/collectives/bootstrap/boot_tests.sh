@@ -201,6 +201,28 @@ key-warnings) # no key / a short key: one warning per rank saying how to set one
     grep -q "job key" "$TMP/rank0.log" && fail "a key from GX_JOB_KEY_FILE drew a warning"
     "$RUN" --help | grep -q "visible to every.*ps\|user in ps" || fail "--job-key help does not say ps shows it"
     ;;
+log-flood) # 200 hostile connections (garbage, probes, wrong MACs) at rank 0's bootstrap port:
+    # one full line for the source, then summaries by reason; every connection is counted
+    port=$(free_port)
+    GX_LOG_REJECT_INTERVAL=1 GX_RANK=0 GX_SIZE=2 GX_INIT_METHOD=tcp://127.0.0.1:$port \
+        GX_JOB_KEY=flood-test-key-0123456789 timeout 60 "$CHECK" basic >"$TMP/rank0.log" 2>&1 &
+    r0=$!
+    sleep 0.3
+    python3 "$(dirname "$0")/hostile_conns.py" $port 200 || fail "the hostile client failed"
+    GX_RANK=1 GX_SIZE=2 GX_INIT_METHOD=tcp://127.0.0.1:$port GX_JOB_KEY=flood-test-key-0123456789 \
+        timeout 60 "$CHECK" basic >"$TMP/rank1.log" 2>&1 || fail "rank 1 failed after the flood"
+    wait $r0 || fail "rank 0 failed after the flood"
+    lines=$(grep -c "bootstrap connection from\|bootstrap: rejected .* more connection" "$TMP/rank0.log")
+    full=$(grep -c "bootstrap connection from 127.0.0.1" "$TMP/rank0.log")
+    summed=$(sed -n 's/.*rejected \([0-9]*\) more connection(s) from 127.0.0.1 .*/\1/p' "$TMP/rank0.log" | paste -sd+ | bc)
+    echo "200 hostile connections: $lines log lines ($full in full), $((full + ${summed:-0})) counted"
+    grep "more connection" "$TMP/rank0.log" | head -3
+    [ "$full" -eq 1 ] || fail "expected one full line for the source, got $full"
+    [ "$lines" -le 8 ] || fail "$lines log lines for 200 connections"
+    [ $((full + ${summed:-0})) -eq 200 ] || fail "counted $((full + ${summed:-0})) of 200 connections"
+    grep -q "closed before the handshake (probes)" "$TMP/rank0.log" || fail "probes not counted"
+    grep -q "[0-9]* wrong job key" "$TMP/rank0.log" || fail "wrong keys not counted"
+    ;;
 launcher-killed) # kill -9 of gx-run: its ranks are gone within 1 s; SIGTERM and SIGINT
     # to gx-run still reach every rank (set -m: a background job keeps SIGINT)
     "$RUN" -n 3 --timeout 60 sh -c "echo \$\$ > $TMP/pid.\$GX_RANK; exec sleep 50" >"$TMP/a.log" 2>&1 &
