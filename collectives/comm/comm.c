@@ -424,6 +424,7 @@ GX_API int gx_comm_finalize(struct gx_comm *comm)
         return rc;
     /* A barrier of its own kind: a rank finalizing while another still runs
      * a barrier is reported as a mismatch, not silently paired. */
+    gx_coll_comm_finalizing(comm);
     struct boot_group g = gx_comm_group(comm);
     rc = boot_barrier(&g, gx_comm_next_seq(comm), BOOT_OP_FINALIZE, gx_comm_op_deadline(comm));
     pthread_mutex_lock(&comm->lock);

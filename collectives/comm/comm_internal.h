@@ -81,6 +81,9 @@ bool gx_comm_same_node(const struct gx_comm *c, int a, int b);
 /** Collectives engine hook (coll_engine.c): stop the progress thread and
  *  detach in-flight collectives; called by comm.c before the transport closes. */
 void gx_coll_comm_destroy(struct gx_comm *c);
+/** Collectives engine hook (coll_skip.c): tell the peers this rank finalizes
+ *  after its last collective, so a peer still in a later one fails at once. */
+void gx_coll_comm_finalizing(struct gx_comm *c);
 
 /** Probe the network link between nodes for the cost model (coll_probe.c);
  *  collective: every rank of the communicator calls it at set-up. */

@@ -9,6 +9,7 @@
  * failure policy are coll_engine.c's; running steps is coll_steps.c's.
  */
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "collectives/algorithms/algorithms.h"
@@ -17,6 +18,7 @@
 #include "collectives/comm/request.h"
 #include "collectives/engine/coll_engine.h"
 #include "collectives/engine/coll_fault.h"
+#include "collectives/engine/coll_skip.h"
 #include "common/clock.h"
 #include "common/log.h"
 
@@ -121,6 +123,12 @@ void coll_note_rejected(struct gx_comm *comm, uint64_t seq, const struct coll_ar
     pthread_mutex_lock(&cc->mu);
     coll_flight_rejected(cc->flight, seq, a, status);
     pthread_mutex_unlock(&cc->mu);
+    /* Peers that went ahead fail now, naming us, instead of at GX_TIMEOUT.
+     * Sending may read a peer's news: the caller still gets its own error. */
+    char mine[1024];
+    snprintf(mine, sizeof(mine), "%s", gx_last_error_text());
+    coll_skip_announce_rejected(comm, seq, (int)a->kind, status, mine);
+    gx_set_last_error(mine);
 }
 
 /* Build the schedule for op->algo. */
