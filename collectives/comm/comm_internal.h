@@ -84,6 +84,10 @@ void gx_coll_comm_destroy(struct gx_comm *c);
 /** Collectives engine hook (coll_skip.c): tell the peers this rank finalizes
  *  after its last collective, so a peer still in a later one fails at once. */
 void gx_coll_comm_finalizing(struct gx_comm *c);
+/** Collectives engine hook (coll_skip.c): gx_barrier takes the next number in
+ *  the sequence of collectives and tells the peers, so a peer in another
+ *  collective with that number fails at once with GX_EMISMATCH. */
+uint64_t gx_coll_barrier_enter(struct gx_comm *c, int *status);
 
 /** Probe the network link between nodes for the cost model (coll_probe.c);
  *  collective: every rank of the communicator calls it at set-up. */

@@ -12,6 +12,7 @@
 
 #include "collectives/bootstrap/boot_proto.h"
 #include "collectives/comm/comm_internal.h"
+#include "collectives/engine/coll.h"
 #include "collectives/engine/coll_engine.h"
 #include "common/clock.h"
 #include "common/log.h"
@@ -22,16 +23,16 @@
 #define SKIP_SEND_MS 200                     /* a send to a rank that does not read */
 #define SKIP_KEEP 16                         /* rejected calls remembered per communicator */
 
-enum skip_type { SKIP_REJECTED = 1, SKIP_FINALIZED = 2 };
+enum skip_type { SKIP_REJECTED = 1, SKIP_FINALIZED = 2, SKIP_BARRIER = 3 };
 
 struct skip_msg {
     uint32_t magic;
     uint16_t type;
-    uint8_t kind;      /* REJECTED: the collective's kind */
+    uint8_t kind;      /* REJECTED: the collective's kind (BARRIER: none) */
     uint8_t pad;
     int32_t status;    /* REJECTED: the error the call got */
     uint32_t reserved;
-    uint64_t seq;      /* REJECTED: the call; FINALIZED: the last collective */
+    uint64_t seq;      /* REJECTED, BARRIER: the call; FINALIZED: the last collective */
     char text[240];    /* REJECTED: the error message */
 };
 
@@ -121,7 +122,7 @@ static void poll_notices(struct coll_comm *cc, struct coll_skip *s)
     s->next_poll_ns = gx_now_ns() + SKIP_POLL_NS;
     struct skip_msg m;
     int world;
-    for (int t = SKIP_REJECTED; t <= SKIP_FINALIZED; t++) {
+    for (int t = SKIP_REJECTED; t <= SKIP_BARRIER; t++) {
         while (gx_boot_try_recv_any(c->boot, skip_comm(c), skip_tag((enum skip_type)t), &m,
                                     sizeof(m), &world) == GX_OK) {
             int r = comm_rank_of(c, world);
@@ -129,6 +130,7 @@ static void poll_notices(struct coll_comm *cc, struct coll_skip *s)
                 continue;
             m.text[sizeof(m.text) - 1] = '\0';
             s->received++;
+            m.type = (uint16_t)t;
             if (t == SKIP_FINALIZED) {
                 s->finalized_after[r] = m.seq;
             } else {
@@ -184,6 +186,12 @@ void coll_skip_check_op(struct coll_comm *cc, struct coll_op *op)
         if (n->rank < 0 || n->m.seq != op->seq)
             continue;
         coll_describe_op(op, what, sizeof(what));
+        if (n->m.type == SKIP_BARRIER) {
+            coll_op_set_error(op, GX_EMISMATCH, "%s failed: collective mismatch: rank %d called "
+                              "gx_barrier as #%llu", what, n->rank,
+                              (unsigned long long)n->m.seq);
+            return;
+        }
         coll_op_set_error(op, GX_EMISMATCH, "%s failed: collective mismatch: rank %d's call "
                           "#%llu (%s) was rejected there with %s, so it never takes part: %s",
                           what, n->rank,
@@ -222,4 +230,14 @@ void gx_coll_comm_finalizing(struct gx_comm *c)
         pthread_mutex_unlock(&cc->mu);
     }
     coll_skip_announce_finalized(c, last);
+}
+
+uint64_t gx_coll_barrier_enter(struct gx_comm *c, int *status)
+{
+    uint64_t seq = coll_next_seq(c, status);
+    if (*status != GX_OK || c->size < 2)
+        return seq;
+    struct skip_msg m = { .type = SKIP_BARRIER, .seq = seq };
+    send_all(c, &m);
+    return seq;
 }

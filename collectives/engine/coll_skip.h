@@ -2,7 +2,9 @@
  * coll_skip.h - news from one rank that its peers must not wait for:
  *   REJECTED  its call #N failed its argument checks (GX_EINVAL): it took the
  *             sequence number but will send nothing for it;
- *   FINALIZED it called gx_comm_finalize after #N: it issues nothing later.
+ *   FINALIZED it called gx_comm_finalize after #N: it issues nothing later;
+ *   BARRIER   it called gx_barrier as #N (the barrier counts in the sequence
+ *             of collectives, so a peer in another collective #N fails).
  * The rank sends the notice over the bootstrap to every other rank of the
  * communicator at once; each rank's engine polls for notices and fails a
  * collective they concern with GX_EMISMATCH naming the rank and its error,

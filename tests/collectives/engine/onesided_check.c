@@ -2,6 +2,7 @@
  *   onesided_check CASE    with GX_TIMEOUT=600 under gx-run
  * CASE null-sendbuf: rank 1 calls gx_allreduce with sendbuf NULL;
  *      bad-root:     rank 1 calls gx_broadcast with root 7;
+ *      barrier:      rank 1 calls gx_barrier where the others all-reduce;
  *      finalize:     rank 1 skips the all-reduce and calls gx_comm_finalize.
  * The others call the valid collective. Every rank does one good
  * all-reduce first, then prints
@@ -53,6 +54,8 @@ int main(int argc, char **argv)
         rc = gx_allreduce(comm, bad ? NULL : buf, buf, 64, GX_FLOAT32, GX_SUM);
     else if (strcmp(what, "bad-root") == 0)
         rc = gx_broadcast(comm, buf, buf, 64, GX_FLOAT32, bad ? 7 : 0);
+    else if (strcmp(what, "barrier") == 0)
+        rc = bad ? gx_barrier(comm) : gx_allreduce(comm, buf, buf, 64, GX_FLOAT32, GX_SUM);
     else if (strcmp(what, "finalize") == 0)
         rc = bad ? gx_comm_finalize(comm) : gx_allreduce(comm, buf, buf, 64, GX_FLOAT32, GX_SUM);
     else
