@@ -43,6 +43,48 @@ static void accept_new(struct gx_boot *b)
     }
 }
 
+/* Tell an authenticated connector why we drop it, so it fails at once with
+ * the reason instead of waiting for a table that never comes. */
+static void refuse(struct gx_boot *b, int fd, int rank)
+{
+    struct {
+        struct boot_msg_header h;
+        char text[BOOT_REFUSE_MAX_LEN];
+    } f;
+    memset(&f, 0, sizeof(f));
+    char who[128];
+    int n = snprintf(f.text, sizeof(f.text), "rank %d refused this process as rank %d: rank %d "
+                     "is already taken by %s (two processes started with the same rank?)",
+                     b->rank, rank, rank, gx_boot_describe(b, rank, who, sizeof(who)));
+    size_t len = n > 0 && (size_t)n < sizeof(f.text) ? (size_t)n + 1 : sizeof(f.text);
+    f.h = (struct boot_msg_header){ .magic = BOOT_MSG_MAGIC, .type = BOOT_MSG_REFUSE,
+                                    .len = (uint32_t)len };
+    /* Small, into an idle socket: never blocks; best effort. */
+    (void)send(fd, &f, sizeof(f.h) + len, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+/* A connection we opened became readable: the acceptor refused us (a
+ * BOOT_MSG_REFUSE) or closed it. Lock held. */
+void boot_read_refusal(struct gx_boot *b, int peer)
+{
+    struct {
+        struct boot_msg_header h;
+        char text[BOOT_REFUSE_MAX_LEN];
+    } f;
+    ssize_t n = recv(b->out_fd[peer], &f, sizeof(f), MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return;
+    b->out_eof[peer] = true; /* whatever came, the acceptor is done with us */
+    if (n < (ssize_t)sizeof(f.h) || f.h.magic != BOOT_MSG_MAGIC ||
+        f.h.type != BOOT_MSG_REFUSE || f.h.len == 0 || f.h.len > sizeof(f.text) ||
+        (size_t)n < sizeof(f.h) + f.h.len)
+        return; /* closed: the next send to it says so */
+    f.text[f.h.len - 1] = '\0';
+    gx_fail(GX_EINVAL, GX_SUB_BOOT, "rank %d: %s", b->rank, f.text);
+    boot_set_failure(b, GX_EINVAL, b->rank, f.text);
+    b->abort_to_forward = false; /* our own mistake: nothing to tell the job */
+}
+
 /* Drive one half-open connection; returns true when it is finished (either
  * adopted as a peer's stream or dropped). */
 static bool service_pending(struct gx_boot *b, struct boot_pending *p)
@@ -81,6 +123,7 @@ static bool service_pending(struct gx_boot *b, struct boot_pending *p)
                     "rejected bootstrap connection from %s: rank %d is already connected "
                     "(two processes started with the same rank?)",
                     gx_sock_addr_str(from, addr, sizeof(addr)), r);
+            refuse(b, p->auth.fd, r);
         } else {
             b->in[r].fd = p->auth.fd;
             return true;
@@ -190,11 +233,12 @@ static void read_stream(struct gx_boot *b, int peer)
 
 int boot_progress_locked(struct gx_boot *b, int wait_ms, int extra_fd, short extra_events)
 {
-    size_t cap = 2 + (size_t)b->size;
+    size_t cap = 2 + 2 * (size_t)b->size;
     for (struct boot_pending *p = b->pending; p; p = p->next)
         cap++;
     struct pollfd *fds = calloc(cap, sizeof(*fds));
-    int *who = calloc(cap, sizeof(int)); /* >=0 peer stream, -1 listener, -2 extra, -3 pending */
+    /* >=0 peer stream, -1 listener, -2 extra, -3 pending, <= -4: our stream to rank -who-4 */
+    int *who = calloc(cap, sizeof(int));
     if (!fds || !who) {
         free(fds);
         free(who);
@@ -218,6 +262,10 @@ int boot_progress_locked(struct gx_boot *b, int wait_ms, int extra_fd, short ext
             fds[n] = (struct pollfd){ .fd = b->in[r].fd, .events = POLLIN };
             who[n++] = r;
         }
+        if (b->out_fd[r] >= 0 && !b->out_eof[r]) {
+            fds[n] = (struct pollfd){ .fd = b->out_fd[r], .events = POLLIN };
+            who[n++] = -4 - r;
+        }
     }
     if (b->pending && wait_ms > 1000)
         wait_ms = 1000; /* re-check handshake deadlines */
@@ -233,6 +281,8 @@ int boot_progress_locked(struct gx_boot *b, int wait_ms, int extra_fd, short ext
                 accept_new(b);
             else if (who[i] >= 0)
                 read_stream(b, who[i]);
+            else if (who[i] <= -4)
+                boot_read_refusal(b, -4 - who[i]);
         }
     }
     /* Pending handshakes: drive all (cheap) so deadlines are enforced. */

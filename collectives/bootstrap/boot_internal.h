@@ -46,6 +46,7 @@ struct gx_boot {
     struct gx_sockaddr listen_addr;
     struct boot_rank_record *records; /* addr_len == 0: not known yet */
     int *out_fd;
+    bool *out_eof;    /* out_fd[r] was closed by the acceptor: no longer polled */
     struct boot_in *in;
     struct boot_pending *pending;
     int fail_status;
@@ -73,5 +74,8 @@ int boot_progress_locked(struct gx_boot *boot, int wait_ms, int extra_fd, short 
  * flag it for the ABORT flood (boot_net.c). Lock held. */
 void boot_set_failure(struct gx_boot *b, int status, int failed_rank, const char *msg);
 const char *boot_op_name(uint64_t tag);
+/* Our connection to `peer` became readable or broke: read the acceptor's
+ * BOOT_MSG_REFUSE, if any, into the failed state (boot_inbound.c). */
+void boot_read_refusal(struct gx_boot *b, int peer);
 
 #endif

@@ -44,8 +44,9 @@ int boot_alloc(int rank, int size, const char *job_key, struct gx_boot **out)
         return GX_ENOMEM;
     b->records = calloc((size_t)size, sizeof(*b->records));
     b->out_fd = malloc((size_t)size * sizeof(int));
+    b->out_eof = calloc((size_t)size, sizeof(bool));
     b->in = calloc((size_t)size, sizeof(*b->in));
-    if (!b->records || !b->out_fd || !b->in) {
+    if (!b->records || !b->out_fd || !b->out_eof || !b->in) {
         boot_free(b);
         return GX_ENOMEM;
     }
@@ -109,6 +110,7 @@ void boot_free(struct gx_boot *b)
     }
     free(b->records);
     free(b->out_fd);
+    free(b->out_eof);
     free(b->in);
     pthread_mutex_destroy(&b->lock);
     free(b);
@@ -371,6 +373,7 @@ static int connect_peer(struct gx_boot *b, int peer, uint64_t deadline, bool qui
                            "handshake", astr);
     }
     b->out_fd[peer] = fd;
+    b->out_eof[peer] = false;
     return GX_OK;
 }
 
@@ -389,6 +392,11 @@ static int send_msg(struct gx_boot *b, int peer, uint16_t type, uint64_t comm_id
     int rc = send_bytes(b, b->out_fd[peer], &h, sizeof(h), deadline);
     if (rc == GX_OK && len)
         rc = send_bytes(b, b->out_fd[peer], buf, len, deadline);
+    if (rc == GX_EPEER && !b->out_eof[peer]) {
+        boot_read_refusal(b, peer); /* closed on us: did it say why? */
+        if (b->fail_status != GX_OK)
+            return gx_fail(b->fail_status, GX_SUB_BOOT, "%s", b->fail_msg);
+    }
     if (rc != GX_OK && !quiet) {
         if (rc == GX_ETIMEOUT)
             return peer_failed(b, GX_ETIMEOUT, peer, "did not read our %s message before the "

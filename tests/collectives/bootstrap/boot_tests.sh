@@ -201,6 +201,24 @@ key-warnings) # no key / a short key: one warning per rank saying how to set one
     grep -q "job key" "$TMP/rank0.log" && fail "a key from GX_JOB_KEY_FILE drew a warning"
     "$RUN" --help | grep -q "visible to every.*ps\|user in ps" || fail "--job-key help does not say ps shows it"
     ;;
+dup-rank) # a second process started as rank 1 is told at once that rank 0 refused it
+    port=$(free_port); m=tcp://127.0.0.1:$port
+    GX_RANK=0 GX_SIZE=3 GX_INIT_METHOD=$m GX_JOB_KEY=dup-rank-test-key-1234 "$CHECK" basic >"$TMP/rank0.log" 2>&1 &
+    r0=$!
+    GX_RANK=1 GX_SIZE=3 GX_INIT_METHOD=$m GX_JOB_KEY=dup-rank-test-key-1234 "$CHECK" basic >"$TMP/rank1.log" 2>&1 &
+    r1=$!
+    sleep 0.5
+    t0=$(date +%s%N)
+    GX_RANK=1 GX_SIZE=3 GX_INIT_METHOD=$m GX_JOB_KEY=dup-rank-test-key-1234 "$CHECK" expect-init-fail GX_EINVAL \
+        "rank 0 refused this process as rank 1: rank 1 is already taken" >"$TMP/dup.log" 2>&1 \
+        || fail "the duplicate rank 1 was not told that rank 0 refused it"
+    ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+    echo "the duplicate failed after $ms ms"
+    [ $ms -lt 3000 ] || fail "the duplicate took $ms ms to fail"
+    GX_RANK=2 GX_SIZE=3 GX_INIT_METHOD=$m GX_JOB_KEY=dup-rank-test-key-1234 "$CHECK" basic >"$TMP/rank2.log" 2>&1 \
+        || fail "rank 2 failed: the duplicate disturbed the job"
+    wait $r0 || fail "rank 0 failed"; wait $r1 || fail "rank 1 failed"
+    ;;
 log-flood) # 200 hostile connections (garbage, probes, wrong MACs) at rank 0's bootstrap port:
     # one full line for the source, then summaries by reason; every connection is counted
     port=$(free_port)
