@@ -225,6 +225,26 @@ int gx_auth_server_start(struct gx_auth_server *s, int fd, const struct gx_auth_
     return GX_OK;
 }
 
+int gx_auth_check_hello(const struct gx_auth_key *key, const struct gx_auth_challenge *ch,
+                        const void *bytes, size_t len, struct gx_auth_hello *out)
+{
+    struct gx_auth_hello h;
+    if (len < 8)
+        return GX_INPROGRESS;
+    memcpy(&h, bytes, len < sizeof(h) ? len : sizeof(h));
+    if (h.magic != GX_AUTH_MAGIC_HELLO || h.version != GX_AUTH_VERSION)
+        return GX_EPROTO;
+    if (len < sizeof(h))
+        return GX_INPROGRESS;
+    uint8_t expect[32];
+    hello_mac(key, ch, &h, expect);
+    if (!gx_mac_equal(expect, h.mac, sizeof(expect)))
+        return GX_EAUTH;
+    if (out)
+        *out = h;
+    return GX_OK;
+}
+
 int gx_auth_server_progress(struct gx_auth_server *s)
 {
     while (s->received < sizeof(s->hello)) {
@@ -243,10 +263,9 @@ int gx_auth_server_progress(struct gx_auth_server *s)
             return GX_INPROGRESS;
         return GX_EPEER;
     }
-    uint8_t expect[32];
-    hello_mac(s->key, &s->challenge, &s->hello, expect);
-    if (!gx_mac_equal(expect, s->hello.mac, sizeof(expect)))
-        return GX_EAUTH;
+    int rc = gx_auth_check_hello(s->key, &s->challenge, &s->hello, sizeof(s->hello), NULL);
+    if (rc != GX_OK)
+        return rc;
     struct gx_auth_accept acc = { .magic = GX_AUTH_MAGIC_ACCEPT };
     accept_mac(s->key, &s->hello, acc.mac);
     return gx_sock_send_all(s->fd, &acc, sizeof(acc), gx_deadline_after_ms(1000));

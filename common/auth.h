@@ -94,6 +94,13 @@ int gx_auth_server_start(struct gx_auth_server *s, int fd, const struct gx_auth_
  *  hello), GX_EAUTH (wrong key), GX_EPROTO (garbage), GX_EPEER (closed). */
 int gx_auth_server_progress(struct gx_auth_server *s);
 
+/** Acceptor: judge the first `len` bytes of a hello against our challenge:
+ *  GX_INPROGRESS (too short yet), GX_EPROTO (not a hello of this version),
+ *  GX_EAUTH (MAC wrong: no key), GX_OK (*out filled when non-NULL). Pure: the
+ *  fuzz target calls it. */
+int gx_auth_check_hello(const struct gx_auth_key *key, const struct gx_auth_challenge *ch,
+                        const void *bytes, size_t len, struct gx_auth_hello *out);
+
 /** Blocking acceptor for simple cases (tests, tools). */
 int gx_auth_accept_blocking(int fd, const struct gx_auth_key *key, uint64_t deadline,
                             struct gx_auth_hello *hello_out);

@@ -74,6 +74,11 @@ int boot_progress_locked(struct gx_boot *boot, int wait_ms, int extra_fd, short 
  * flag it for the ABORT flood (boot_net.c). Lock held. */
 void boot_set_failure(struct gx_boot *b, int status, int failed_rank, const char *msg);
 const char *boot_op_name(uint64_t tag);
+/* One line of a file:// rendezvous file: 0 and the rank and its record
+ * (strings terminated) when it is this job's (`job_tag`, hex) and well
+ * formed, else -1. Pure: the fuzz target calls it (boot_rendezvous.c). */
+int boot_parse_file_line(const char *line, const char *job_tag, int world_size, int *rank,
+                         struct boot_rank_record *rec);
 /* Our connection to `peer` became readable or broke: read the acceptor's
  * BOOT_MSG_REFUSE, if any, into the failed state (boot_inbound.c). */
 void boot_read_refusal(struct gx_boot *b, int peer);

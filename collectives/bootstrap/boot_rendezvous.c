@@ -236,6 +236,19 @@ static int rendezvous_master(struct gx_boot *b, const struct boot_params *p, con
 
 /* ---- file:// ------------------------------------------------------------ */
 
+static int hex_decode(const char *text, void *data, size_t len)
+{
+    uint8_t *p = data;
+    for (size_t i = 0; i < len; i++) {
+        unsigned v;
+        if (sscanf(text + 2 * i, "%2x", &v) != 1)
+            return -1;
+        p[i] = (uint8_t)v;
+    }
+    return text[2 * len] == '\0' || text[2 * len] == '\n' ? 0 : -1;
+}
+
+
 static void hex_encode(const void *data, size_t len, char *out)
 {
     static const char digits[] = "0123456789abcdef";
@@ -247,16 +260,21 @@ static void hex_encode(const void *data, size_t len, char *out)
     out[2 * len] = '\0';
 }
 
-static int hex_decode(const char *text, void *data, size_t len)
+int boot_parse_file_line(const char *line, const char *job_tag, int world_size, int *rank,
+                         struct boot_rank_record *rec)
 {
-    uint8_t *p = data;
-    for (size_t i = 0; i < len; i++) {
-        unsigned v;
-        if (sscanf(text + 2 * i, "%2x", &v) != 1)
-            return -1;
-        p[i] = (uint8_t)v;
-    }
-    return text[2 * len] == '\0' || text[2 * len] == '\n' ? 0 : -1;
+    char ljob[32], hex[512];
+    _Static_assert(2 * sizeof(struct boot_rank_record) < sizeof(hex) - 1, "hex buffer");
+    int lrank;
+    if (sscanf(line, "gx1 %31s %d %511s", ljob, &lrank, hex) != 3 || strcmp(ljob, job_tag) != 0)
+        return -1;
+    if (lrank < 0 || lrank >= world_size || strlen(hex) != 2 * sizeof(*rec) ||
+        hex_decode(hex, rec, sizeof(*rec)) != 0)
+        return -1;
+    rec->host[sizeof(rec->host) - 1] = '\0';
+    rec->node_id[sizeof(rec->node_id) - 1] = '\0';
+    *rank = lrank;
+    return 0;
 }
 
 static int file_lock(int fd, short type)
@@ -338,16 +356,10 @@ static int file_read_records(struct gx_boot *b, const char *path)
     size_t cap = 0;
     int rc = GX_OK;
     while (rc == GX_OK && getline(&line, &cap, f) > 0) {
-        char ljob[32], hex[512];
-        _Static_assert(2 * sizeof(struct boot_rank_record) < sizeof(hex) - 1, "hex buffer");
         int lrank;
-        if (sscanf(line, "gx1 %31s %d %511s", ljob, &lrank, hex) != 3 || strcmp(ljob, job) != 0)
-            continue; /* another job's line, or not ours at all */
         struct boot_rank_record rec;
-        if (lrank < 0 || lrank >= b->size || hex_decode(hex, &rec, sizeof(rec)) != 0)
-            continue;
-        rec.host[sizeof(rec.host) - 1] = '\0';
-        rec.node_id[sizeof(rec.node_id) - 1] = '\0';
+        if (boot_parse_file_line(line, job, b->size, &lrank, &rec) != 0)
+            continue; /* another job's line, or not ours at all */
         rc = check_record(b, &rec, lrank);
         if (rc != GX_OK)
             break;
