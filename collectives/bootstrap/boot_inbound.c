@@ -151,6 +151,8 @@ static void handle_abort(struct gx_boot *b, int peer, const struct boot_msg *m)
         return;
     memcpy(&p, m->data, sizeof(p));
     p.message[sizeof(p.message) - 1] = '\0';
+    if (p.epoch < b->epoch)
+        return; /* news from before the last shrink */
     /* The root cause wins over a secondary teardown: if we blamed the rank
      * that sends this ABORT (its connection closed as it gave up) and it
      * names another rank as the cause, take its word. */
@@ -160,7 +162,7 @@ static void handle_abort(struct gx_boot *b, int peer, const struct boot_msg *m)
     if (root_cause)
         b->fail_status = GX_OK;
     if (b->fail_status != GX_OK)
-        return;
+        return; /* already failed */
     int status = (p.status < 0 && p.status > -700) ? p.status : GX_EPEER;
     char msg[512];
     snprintf(msg, sizeof(msg), "%s (reported by rank %d)", p.message, (int)p.origin_rank);

@@ -11,6 +11,7 @@
 #include "check.h"
 #include "common/auth.h"
 #include "common/clock.h"
+#include "common/crc32c.h"
 #include "common/param.h"
 #include "common/crypto.h"
 #include "common/sock.h"
@@ -93,6 +94,26 @@ static void test_key_file(void)
     CHECK(gx_auth_read_key_file(path, out, sizeof(out), err, sizeof(err)) == GX_EINVAL &&
           strstr(err, "mode 0640") && strstr(err, "may read"), "0640 key file: %s", err);
     unlink(path);
+}
+
+static void test_crc32c(void)
+{
+    /* The check value and RFC 3720 (iSCSI) B.4 vectors. */
+    uint32_t c = gx_crc32c(0, "123456789", 9);
+    CHECK(c == 0xe3069283u, "crc32c(123456789) = %08x", c);
+    uint8_t buf[64];
+    memset(buf, 0, 32);
+    CHECK(gx_crc32c(0, buf, 32) == 0x8a9136aau, "crc32c(32 zeros)");
+    memset(buf, 0xff, 32);
+    CHECK(gx_crc32c(0, buf, 32) == 0x62a8ab43u, "crc32c(32 x ff)");
+    /* In pieces and unaligned: the same as in one go. */
+    for (int i = 0; i < 64; i++)
+        buf[i] = (uint8_t)(i * 7 + 3);
+    uint32_t whole = gx_crc32c(0, buf + 1, 63);
+    uint32_t parts = gx_crc32c(gx_crc32c(0, buf + 1, 13), buf + 14, 50);
+    CHECK(whole == parts, "crc32c in pieces %08x != whole %08x", parts, whole);
+    buf[30] ^= 0x10;
+    CHECK(gx_crc32c(0, buf + 1, 63) != whole, "a flipped bit leaves crc32c unchanged");
 }
 
 static void test_hmac(void)
@@ -240,6 +261,7 @@ int main(void)
     test_sha256();
     test_key_cost();
     test_key_file();
+    test_crc32c();
     test_hmac();
     test_params();
     test_ifname_filter();
