@@ -20,6 +20,7 @@ JOBS=${GX_JOBS:-$(nproc)}
 # librdmacm-dev: its header builds the GX_IB_CM=rdmacm path (the library loads at run time).
 BUILD_PKGS=(cmake ninja-build gcc pkg-config libhwloc-dev hwloc libibverbs-dev librdmacm-dev)
 BUILD_PKGS+=(dpdk-dev libdpdk-dev)           # the dpdk provider (fabric/dpdk/); built only when pkg-config finds libdpdk
+BUILD_PKGS+=(libssl-dev)  # libcrypto: SHA-256, HMAC, PBKDF2 of the job-key handshake
 # One line per need, so each feature's packages are easy to find:
 TEST_PKGS=(python3 iproute2 procps ibverbs-utils perftest)
 TEST_PKGS+=(clang-14 libclang-rt-14-dev)  # the libFuzzer run

@@ -1,28 +1,118 @@
-/* auth.c - job-key challenge/response handshake (see auth.h, auth_proto.h). */
+/* auth.c - job-key challenge/response handshake (see auth.h, auth_proto.h),
+ * the key derivation (PBKDF2 from libcrypto, once per process) and key files. */
 #include "common/auth.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/clock.h"
-#include "common/sha256.h"
+#include "common/crypto.h"
+#include "common/safe_file.h"
 #include "common/sock.h"
 #include "gx/gx.h"
+
+/* A fixed, gx-specific salt: every rank must derive the same key before it
+ * has exchanged a byte, so the salt cannot be per job; being gx's own, it
+ * still makes generic precomputed password tables useless. */
+static const char kdf_salt[] = "gx-job-key-v2/pbkdf2-hmac-sha256";
+
+bool gx_auth_key_is_generated(const char *job_key)
+{
+    size_t plen = strlen(GX_AUTH_GENERATED_PREFIX);
+    if (!job_key || strncmp(job_key, GX_AUTH_GENERATED_PREFIX, plen) != 0)
+        return false;
+    return strspn(job_key + plen, "0123456789abcdef") >= 32;
+}
+
+static bool key_is_public(const char *job_key)
+{
+    return strncmp(job_key, GX_AUTH_DEFAULT_PREFIX, strlen(GX_AUTH_DEFAULT_PREFIX)) == 0;
+}
+
+/* The stretched key of the last text derived: the KDF runs once per process
+ * and key, not once per domain or connection. */
+static pthread_mutex_t derive_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool derive_have;
+static uint8_t derive_text_hash[GX_SHA256_LEN];
+static uint8_t derive_out[GX_SHA256_LEN];
 
 void gx_auth_key_derive(const char *job_key, struct gx_auth_key *out)
 {
     const char *k = job_key ? job_key : "";
-    struct gx_sha256 h;
-    gx_sha256_init(&h);
-    gx_sha256_update(&h, "gx-job-key:", 11);
-    gx_sha256_update(&h, k, strlen(k));
-    gx_sha256_final(&h, out->key);
-    uint8_t id[GX_SHA256_LEN];
-    gx_hmac_sha256(out->key, sizeof(out->key), "gx-job-id", 9, id);
-    memcpy(out->job_id, id, sizeof(out->job_id));
+    size_t len = strlen(k);
+    uint8_t text_hash[GX_SHA256_LEN];
+    gx_sha256(k, len, text_hash);
+    memset(out, 0, sizeof(*out));
+    pthread_mutex_lock(&derive_lock);
+    if (!derive_have || !gx_mac_equal(text_hash, derive_text_hash, sizeof(text_hash))) {
+        if (gx_auth_key_is_generated(k) || key_is_public(k)) {
+            /* 128 random bits need no stretching; a public default gains nothing from it. */
+            gx_hmac_sha256(kdf_salt, sizeof(kdf_salt) - 1, k, len, derive_out);
+        } else if (gx_pbkdf2_sha256(k, len, kdf_salt, sizeof(kdf_salt) - 1,
+                                    GX_AUTH_KDF_ITERATIONS, derive_out) != 0) {
+            /* libcrypto fails here only without memory: never fall back to a
+             * weak key; a random one makes every handshake fail instead. */
+            gx_random_bytes(derive_out, sizeof(derive_out));
+        }
+        memcpy(derive_text_hash, text_hash, sizeof(text_hash));
+        derive_have = true;
+    }
+    memcpy(out->key, derive_out, sizeof(out->key));
+    pthread_mutex_unlock(&derive_lock);
+}
+
+void gx_auth_file_tag(const struct gx_auth_key *key, uint8_t tag[8])
+{
+    uint8_t d[GX_SHA256_LEN];
+    gx_hmac_sha256(key->key, sizeof(key->key), "gx-file-tag", 11, d);
+    memcpy(tag, d, 8);
+}
+
+int gx_auth_read_key_file(const char *path, char *out, size_t len, char *err, size_t errlen)
+{
+    int fd = gx_safe_open(path, O_RDONLY, err, errlen);
+    if (fd < 0)
+        return GX_EINVAL;
+    struct stat st;
+    int rc = GX_OK;
+    if (fstat(fd, &st) != 0) {
+        snprintf(err, errlen, "cannot stat '%s': %s", path, strerror(errno));
+        rc = GX_ESYSTEM;
+    } else if (st.st_mode & (S_IRWXG | S_IRWXO)) {
+        snprintf(err, errlen, "refusing '%s' (owner uid %u, mode %04o): group or others may "
+                 "read the key; chmod 600 it", path, (unsigned)st.st_uid,
+                 (unsigned)(st.st_mode & 07777));
+        rc = GX_EINVAL;
+    }
+    ssize_t n = rc == GX_OK ? read(fd, out, len) : 0;
+    close(fd);
+    if (rc != GX_OK)
+        return rc;
+    if (n < 0) {
+        snprintf(err, errlen, "cannot read '%s': %s", path, strerror(errno));
+        return GX_ESYSTEM;
+    }
+    if ((size_t)n >= len) {
+        snprintf(err, errlen, "'%s' is longer than %zu bytes: a key file holds one line", path,
+                 len - 1);
+        return GX_EINVAL;
+    }
+    out[n] = '\0';
+    out[strcspn(out, "\r\n")] = '\0';
+    if (!out[0]) {
+        snprintf(err, errlen, "'%s' holds no key (its first line is empty)", path);
+        return GX_EINVAL;
+    }
+    return GX_OK;
 }
 
 static void hello_mac(const struct gx_auth_key *key, const struct gx_auth_challenge *ch,
@@ -64,9 +154,23 @@ int gx_auth_client_respond(const struct gx_auth_key *key, const struct gx_auth_c
     return GX_OK;
 }
 
+static bool id_known(const uint8_t id[8])
+{
+    static const uint8_t zero[8];
+    return memcmp(id, zero, 8) != 0;
+}
+
 int gx_auth_same_job(const struct gx_auth_key *key, const struct gx_auth_challenge *ch)
 {
-    return memcmp(ch->job_id, key->job_id, sizeof(ch->job_id)) == 0;
+    /* Either side may not know the job id yet (before rendezvous): only
+     * two known, different ids say "another job". */
+    return !id_known(key->job_id) || !id_known(ch->job_id) ||
+           memcmp(ch->job_id, key->job_id, sizeof(ch->job_id)) == 0;
+}
+
+int gx_auth_known_same_job(const struct gx_auth_key *key, const struct gx_auth_challenge *ch)
+{
+    return id_known(key->job_id) && memcmp(ch->job_id, key->job_id, sizeof(ch->job_id)) == 0;
 }
 
 int gx_auth_client_check(const struct gx_auth_key *key, const struct gx_auth_hello *hello,
@@ -97,8 +201,10 @@ int gx_auth_connect(int fd, const struct gx_auth_key *key, enum gx_auth_purpose 
         return GX_EAUTH; /* the acceptor logs and drops our hello */
     struct gx_auth_accept acc;
     rc = gx_sock_recv_all(fd, &acc, sizeof(acc), deadline);
+    if (rc == GX_EPEER && !gx_auth_known_same_job(key, &ch))
+        return GX_EAUTH; /* a dropped hello: most likely the key was refused */
     if (rc != GX_OK)
-        return rc == GX_EPEER ? GX_EAUTH : rc; /* a dropped hello means the key was refused */
+        return rc; /* our own job's acceptor closed: it died or gave up */
     return gx_auth_client_check(key, &hello, &acc);
 }
 
@@ -116,6 +222,26 @@ int gx_auth_server_start(struct gx_auth_server *s, int fd, const struct gx_auth_
     ssize_t n = send(fd, &s->challenge, sizeof(s->challenge), MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n != (ssize_t)sizeof(s->challenge))
         return GX_EPEER;
+    return GX_OK;
+}
+
+int gx_auth_check_hello(const struct gx_auth_key *key, const struct gx_auth_challenge *ch,
+                        const void *bytes, size_t len, struct gx_auth_hello *out)
+{
+    struct gx_auth_hello h;
+    if (len < 8)
+        return GX_INPROGRESS;
+    memcpy(&h, bytes, len < sizeof(h) ? len : sizeof(h));
+    if (h.magic != GX_AUTH_MAGIC_HELLO || h.version != GX_AUTH_VERSION)
+        return GX_EPROTO;
+    if (len < sizeof(h))
+        return GX_INPROGRESS;
+    uint8_t expect[32];
+    hello_mac(key, ch, &h, expect);
+    if (!gx_mac_equal(expect, h.mac, sizeof(expect)))
+        return GX_EAUTH;
+    if (out)
+        *out = h;
     return GX_OK;
 }
 
@@ -137,10 +263,9 @@ int gx_auth_server_progress(struct gx_auth_server *s)
             return GX_INPROGRESS;
         return GX_EPEER;
     }
-    uint8_t expect[32];
-    hello_mac(s->key, &s->challenge, &s->hello, expect);
-    if (!gx_mac_equal(expect, s->hello.mac, sizeof(expect)))
-        return GX_EAUTH;
+    int rc = gx_auth_check_hello(s->key, &s->challenge, &s->hello, sizeof(s->hello), NULL);
+    if (rc != GX_OK)
+        return rc;
     struct gx_auth_accept acc = { .magic = GX_AUTH_MAGIC_ACCEPT };
     accept_mac(s->key, &s->hello, acc.mac);
     return gx_sock_send_all(s->fd, &acc, sizeof(acc), gx_deadline_after_ms(1000));

@@ -8,6 +8,7 @@
 #ifndef GX_COMMON_AUTH_H
 #define GX_COMMON_AUTH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -28,12 +29,36 @@ enum gx_auth_purpose {
 };
 
 struct gx_auth_key {
-    uint8_t key[32];
-    uint8_t job_id[8];
+    uint8_t key[32];   /* the MAC key: PBKDF2 of the job key text */
+    uint8_t job_id[8]; /* rank 0's random per-job id; all zero while unknown */
 };
 
-/** Derive the MAC key and the public job id from the job key text. */
+/** gx-run's generated keys: this prefix and 32 hex digits (128 random bits).
+ *  Such a key is not stretched. */
+#define GX_AUTH_GENERATED_PREFIX "gxk1-"
+/** The stand-in key of a job run without one (public, not stretched). */
+#define GX_AUTH_DEFAULT_PREFIX "gx-default-key:"
+/** PBKDF2-HMAC-SHA-256 rounds for a user-chosen key: about 45 ms on a 2020s
+ *  x86 core with SHA extensions, so one offline guess costs >= 10 ms. */
+#define GX_AUTH_KDF_ITERATIONS 200000u
+
+/** Derive the MAC key from the job key text (PBKDF2 with a fixed gx salt, or
+ *  a single HMAC for generated keys); the result is remembered, so the slow
+ *  derivation runs once per process. job_id is left zero (unknown): rank 0
+ *  picks it, the others learn it in rendezvous. */
 void gx_auth_key_derive(const char *job_key, struct gx_auth_key *out);
+
+/** True for a key gx-run generated (GX_AUTH_GENERATED_PREFIX + 32 hex). */
+bool gx_auth_key_is_generated(const char *job_key);
+
+/** The tag of this job's lines in a file:// rendezvous file (that file is
+ *  0600: only its owner can read the tag). */
+void gx_auth_file_tag(const struct gx_auth_key *key, uint8_t tag[8]);
+
+/** Read a key file (GX_JOB_KEY_FILE, gx-run --job-key-file): its first line.
+ *  Refuses a link, another user's file, and a file group or others may read
+ *  (GX_EINVAL, `err` names the file, owner and mode). */
+int gx_auth_read_key_file(const char *path, char *out, size_t len, char *err, size_t errlen);
 
 /** Connector: read the challenge, send the hello, check the acceptor's proof.
  *  Returns GX_OK, GX_EAUTH (other job / bad proof), GX_EPROTO (not a gx
@@ -49,6 +74,9 @@ int gx_auth_client_respond(const struct gx_auth_key *key, const struct gx_auth_c
                            enum gx_auth_purpose purpose, int rank, uint64_t conn_id,
                            struct gx_auth_hello *hello_out);
 int gx_auth_same_job(const struct gx_auth_key *key, const struct gx_auth_challenge *ch);
+/** True only when both sides know the job id and it is the same: an acceptor
+ *  of our own job that drops the hello died, it did not refuse the key. */
+int gx_auth_known_same_job(const struct gx_auth_key *key, const struct gx_auth_challenge *ch);
 int gx_auth_client_check(const struct gx_auth_key *key, const struct gx_auth_hello *hello,
                          const struct gx_auth_accept *acc);
 
@@ -66,6 +94,13 @@ int gx_auth_server_start(struct gx_auth_server *s, int fd, const struct gx_auth_
  *  complete, then verify it and answer. GX_OK (s->hello is the verified
  *  hello), GX_EAUTH (wrong key), GX_EPROTO (garbage), GX_EPEER (closed). */
 int gx_auth_server_progress(struct gx_auth_server *s);
+
+/** Acceptor: judge the first `len` bytes of a hello against our challenge:
+ *  GX_INPROGRESS (too short yet), GX_EPROTO (not a hello of this version),
+ *  GX_EAUTH (MAC wrong: no key), GX_OK (*out filled when non-NULL). Pure: the
+ *  fuzz target calls it. */
+int gx_auth_check_hello(const struct gx_auth_key *key, const struct gx_auth_challenge *ch,
+                        const void *bytes, size_t len, struct gx_auth_hello *out);
 
 /** Blocking acceptor for simple cases (tests, tools). */
 int gx_auth_accept_blocking(int fd, const struct gx_auth_key *key, uint64_t deadline,

@@ -6,16 +6,20 @@
  *   connector -> acceptor  : struct gx_auth_hello   (MAC over challenge+hello)
  *   acceptor  -> connector : struct gx_auth_accept  (MAC over hello)
  *
- * The MACs are HMAC-SHA-256 keyed with SHA-256(job key); the key itself never
- * crosses the wire, the acceptor's fresh nonce defeats replay, and the final
- * message proves the acceptor knows the key too. All integers little-endian.
+ * The MACs are HMAC-SHA-256 keyed with PBKDF2(job key) (auth.c); the key
+ * itself never crosses the wire, the acceptor's fresh nonce defeats replay,
+ * and the final message proves the acceptor knows the key too. Nothing the
+ * acceptor sends before the connector has proved the key depends on the key:
+ * the challenge carries only random bytes (rank 0's per-job id and a nonce),
+ * so one connection gives an attacker nothing to test guesses against.
+ * All integers little-endian.
  */
 #ifndef GX_COMMON_AUTH_PROTO_H
 #define GX_COMMON_AUTH_PROTO_H
 
 #include <stdint.h>
 
-#define GX_AUTH_VERSION 1
+#define GX_AUTH_VERSION 2
 #define GX_AUTH_MAGIC_CHALLENGE 0x48435847u /* "GXCH" */
 #define GX_AUTH_MAGIC_HELLO 0x4c485847u     /* "GXHL" */
 #define GX_AUTH_MAGIC_ACCEPT 0x4b4f5847u    /* "GXOK" */
@@ -24,7 +28,8 @@ struct gx_auth_challenge {
     uint32_t magic;
     uint16_t version;
     uint16_t reserved;
-    uint8_t job_id[8]; /* lets a connector tell "another job" from "bad key" */
+    uint8_t job_id[8]; /* rank 0's random per-job id, zero if not yet known:
+                        * lets a connector tell "another job" from "bad key" */
     uint8_t nonce[16];
 };
 

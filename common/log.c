@@ -1,10 +1,12 @@
 /*
  * log.c - logging to stderr or GX_DEBUG_FILE, and per-thread last error.
- * Owns the GX_DEBUG* parameters. Reads its configuration once.
+ * Owns the GX_DEBUG* parameters. Reads its configuration once. The log file is
+ * opened through gx_safe_open (no symbolic links, no other user's file).
  */
 #include "common/log.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -16,6 +18,7 @@
 #include <unistd.h>
 
 #include "common/param.h"
+#include "common/safe_file.h"
 
 GX_PARAM_DEFINE(gx_param_debug, "GX_DEBUG", GX_PARAM_ENUM, "warn", "none|warn|info|trace",
                 "Log level: none, warn (errors and warnings), info, trace.");
@@ -24,7 +27,8 @@ GX_PARAM_DEFINE(gx_param_debug_subsys, "GX_DEBUG_SUBSYS", GX_PARAM_STRING, "all"
                 "'all', or '^name' to exclude.");
 GX_PARAM_DEFINE(gx_param_debug_file, "GX_DEBUG_FILE", GX_PARAM_STRING, "", NULL,
                 "Write log lines to this file instead of stderr; %h expands to the host name, "
-                "%p to the process id.");
+                "%p to the process id. Created with mode 0600; a symbolic link, another user's "
+                "file or one that group/others may write is refused (logging stays on stderr).");
 
 static const char *const subsys_names[GX_SUB_COUNT] = {
     "init", "boot", "fabric", "coll", "topo", "gpu", "ddp", "param", "tool",
@@ -87,10 +91,16 @@ static FILE *open_log_file(const char *pattern)
         }
     }
     path[n] = '\0';
-    FILE *f = fopen(path, "a");
+    /* Created 0600; a planted link or someone else's file is refused. */
+    char err[768];
+    int fd = gx_safe_open(path, O_WRONLY | O_CREAT | O_APPEND, err, sizeof(err));
+    FILE *f = fd >= 0 ? fdopen(fd, "a") : NULL;
     if (!f) {
-        fprintf(stderr, "gx: GX_DEBUG_FILE: cannot open '%s': %s; logging to stderr\n", path,
-                strerror(errno));
+        if (fd >= 0) {
+            snprintf(err, sizeof(err), "cannot open '%s': %s", path, strerror(errno));
+            close(fd);
+        }
+        fprintf(stderr, "gx: GX_DEBUG_FILE: %s; logging to stderr\n", err);
         return stderr;
     }
     setvbuf(f, NULL, _IOLBF, 0);

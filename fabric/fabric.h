@@ -102,9 +102,10 @@ struct gx_fab_domain_attr {
     enum gx_topo_path gpu_path; /* this rank's GPU to `device` (GPUDirect verdict) */
     int rail;              /* tcp: entry of GX_SOCKET_IFNAME's list to use (the local
                               rank; gx_sock_pick_rail); -1 = the whole list */
+    uint8_t job_id[8];     /* rank 0's random per-job id for the challenges; 0 = unknown */
 };
 #define GX_FAB_DOMAIN_ATTR_INIT \
-    { sizeof(struct gx_fab_domain_attr), NULL, -1, NULL, GX_TOPO_PATH_UNKNOWN, -1 }
+    { sizeof(struct gx_fab_domain_attr), NULL, -1, NULL, GX_TOPO_PATH_UNKNOWN, -1, { 0 } }
 
 struct gx_fab_conn_param {
     size_t size;           /* sizeof(struct gx_fab_conn_param) */

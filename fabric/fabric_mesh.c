@@ -13,6 +13,9 @@
 #include "common/clock.h"
 #include "common/log.h"
 
+/* How often a pending mesh asks its watcher whether a peer has died. */
+#define MESH_WATCH_NS 5000000ull
+
 struct gx_fab_mesh {
     int rank;
     int nranks;
@@ -95,6 +98,7 @@ int gx_fab_mesh_create(struct gx_fab_domain *dom, struct gx_fab_cq *cq,
         goto err_close;
     }
     long idle = 0;
+    uint64_t next_watch = 0;
     while (pending > 0) {
         bool moved = false;
         for (int i = 0; i < me; i++) {
@@ -130,6 +134,14 @@ int gx_fab_mesh_create(struct gx_fab_domain *dom, struct gx_fab_cq *cq,
         }
         if (pending == 0)
             break;
+        if (attr->watch && gx_now_ns() >= next_watch) {
+            next_watch = gx_now_ns() + MESH_WATCH_NS;
+            rc = attr->watch(attr->watch_ctx);
+            if (rc != GX_OK) {
+                free(up);
+                goto err_close;
+            }
+        }
         if (gx_now_ns() > deadline) {
             char missing[256] = "";
             size_t off = 0;

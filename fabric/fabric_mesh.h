@@ -28,8 +28,14 @@ struct gx_fab_mesh_attr {
     int timeout_ms;                /* 0 = GX_FAB_CONNECT_TIMEOUT */
     const unsigned char *peers;    /* NULL = all; else peers[i] != 0 selects rank i
                                       (must be symmetric across ranks) */
+    int (*watch)(void *ctx);       /* NULL, or called every few ms while connections
+                                      are pending: a status other than GX_OK (already
+                                      recorded with gx_fail) stops the mesh at once,
+                                      e.g. because a peer died */
+    void *watch_ctx;
 };
-#define GX_FAB_MESH_ATTR_INIT { sizeof(struct gx_fab_mesh_attr), -1, 0, NULL, NULL, 0, NULL }
+#define GX_FAB_MESH_ATTR_INIT \
+    { sizeof(struct gx_fab_mesh_attr), -1, 0, NULL, NULL, 0, NULL, NULL, NULL }
 
 struct gx_fab_mesh;
 

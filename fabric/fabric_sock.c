@@ -15,6 +15,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/reject_log.h"
 #include "fabric/fabric_sock.h"
 
 /* ---- address blobs ------------------------------------------------------ */
@@ -148,11 +149,14 @@ int gx_fab_sock_half_auth(const char *prov, struct gx_fab_sock_half *h,
                 purpose_what);
         return GX_EPROTO;
     }
-    GX_WARN(GX_SUB_FABRIC, "%s: rejected connection from %s: %s", prov,
-            gx_sock_addr_str(&h->from, a, sizeof(a)),
-            rc == GX_EAUTH    ? "wrong job key (is it another job, or is GX_JOB_KEY unset?)"
-            : rc == GX_EPROTO ? "not a gx peer or another handshake version"
-                              : "it closed during the handshake");
+    gx_reject_note(GX_SUB_FABRIC, prov, &h->from,
+                   rc == GX_EAUTH ? GX_REJECT_KEY : rc == GX_EPROTO ? GX_REJECT_PROTO
+                                                                    : GX_REJECT_PROBE,
+                   "%s: rejected connection from %s: %s", prov,
+                   gx_sock_addr_str(&h->from, a, sizeof(a)),
+                   rc == GX_EAUTH    ? "wrong job key (is it another job, or is GX_JOB_KEY unset?)"
+                   : rc == GX_EPROTO ? "not a gx peer or another handshake version"
+                                     : "it closed during the handshake");
     return rc;
 }
 
@@ -162,8 +166,9 @@ bool gx_fab_sock_half_expired(const char *prov, const struct gx_fab_sock_half *h
     if (gx_now_ns() <= h->deadline)
         return false;
     char a[64];
-    GX_WARN(GX_SUB_FABRIC, "%s: dropped connection from %s: %s within %d ms", prov,
-            gx_sock_addr_str(&h->from, a, sizeof(a)), what, gx_fab_connect_timeout_ms());
+    gx_reject_note(GX_SUB_FABRIC, prov, &h->from, GX_REJECT_SILENT,
+                   "%s: dropped connection from %s: %s within %d ms", prov,
+                   gx_sock_addr_str(&h->from, a, sizeof(a)), what, gx_fab_connect_timeout_ms());
     return true;
 }
 

@@ -82,7 +82,7 @@ int shm_allreduce_build(struct coll_op *op)
     const char *sb = a->sendbuf;
     char *rb = a->recvbuf;
 
-    for (size_t k = 0; k < rounds; k++) {
+    for (size_t k = 0; k < rounds && op->build_status == GX_OK; k++) { /* stop at the cap */
         struct shm_round rd = shm_round_begin(op, ar, g0 + k);
         uint64_t v = rd.v;
         unsigned b = rd.b;

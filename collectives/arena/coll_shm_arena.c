@@ -23,6 +23,7 @@
 #include "collectives/comm/comm_internal.h"
 #include "collectives/transport/xport.h"
 #include "common/log.h"
+#include "common/proc.h"
 #include "common/param.h"
 
 GX_PARAM_DEFINE(gx_param_coll_shm, "GX_COLL_SHM", GX_PARAM_ENUM, "auto", "auto|off",
@@ -237,5 +238,5 @@ void gx_coll_shm_close(struct gx_comm *c)
 bool shm_peer_gone(const struct coll_shm_arena *a, int rank)
 {
     pid_t pid = __atomic_load_n(&a->ctl[rank].pid, __ATOMIC_ACQUIRE);
-    return pid > 0 && kill(pid, 0) != 0 && errno == ESRCH;
+    return gx_process_gone(pid);
 }

@@ -33,7 +33,7 @@ int shm_bcast_build(struct coll_op *op)
     char *rb = a->recvbuf;
     if (r == root && sb != rb)
         cs_copy(op, rb, sb, count * es, -1, -1, -1);
-    for (size_t k = 0; k < rounds; k++) {
+    for (size_t k = 0; k < rounds && op->build_status == GX_OK; k++) { /* stop at the cap */
         struct shm_round rd = shm_round_begin(op, ar, g0 + k);
         size_t off = block_off(count, (int)rounds, (int)k) * es;
         size_t len = block_len(count, (int)rounds, (int)k) * es;
@@ -66,7 +66,7 @@ int shm_allgather_build(struct coll_op *op)
     char *rb = a->recvbuf;
     /* Our own block goes straight across (nothing to do in place). */
     cs_copy(op, rb + (size_t)r * block, sb, block, -1, -1, -1);
-    for (size_t k = 0; k < rounds; k++) {
+    for (size_t k = 0; k < rounds && op->build_status == GX_OK; k++) { /* stop at the cap */
         struct shm_round rd = shm_round_begin(op, ar, g0 + k);
         size_t off = block_off(count, (int)rounds, (int)k) * es;
         size_t len = block_len(count, (int)rounds, (int)k) * es;
@@ -98,7 +98,7 @@ int shm_reduce_scatter_build(struct coll_op *op)
     uint64_t g0 = shm_take_rounds(ar, count, per_round, &rounds);
     const char *sb = a->sendbuf;
     char *rb = a->recvbuf;
-    for (size_t k = 0; k < rounds; k++) {
+    for (size_t k = 0; k < rounds && op->build_status == GX_OK; k++) { /* stop at the cap */
         struct shm_round rd = shm_round_begin(op, ar, g0 + k);
         size_t eoff = block_off(count, (int)rounds, (int)k);
         size_t elen = block_len(count, (int)rounds, (int)k);

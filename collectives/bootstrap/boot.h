@@ -47,12 +47,18 @@ void gx_boot_release(struct gx_boot *boot);
 int gx_boot_rank(const struct gx_boot *boot);
 int gx_boot_size(const struct gx_boot *boot);
 const struct boot_rank_record *gx_boot_record(const struct gx_boot *boot, int rank);
+/* Rank 0's random per-job id (all zero if this rank has not learned it). */
+void gx_boot_job_id(struct gx_boot *boot, uint8_t out[8]);
 
 /** Send/receive one message to/from a world rank. */
 int gx_boot_send(struct gx_boot *boot, int peer, uint64_t comm_id, uint64_t tag,
                  const void *buf, size_t len, uint64_t deadline);
 int gx_boot_recv(struct gx_boot *boot, int peer, uint64_t comm_id, uint64_t tag, void *buf,
                  size_t len, uint64_t deadline);
+/** Best-effort send: a peer that is gone or does not read is not a failure
+ *  of the job (no failed state, nothing logged). */
+int gx_boot_notify(struct gx_boot *boot, int peer, uint64_t comm_id, uint64_t tag,
+                   const void *buf, size_t len, uint64_t deadline);
 /** Non-blocking receive: GX_INPROGRESS when the message has not arrived. */
 int gx_boot_try_recv(struct gx_boot *boot, int peer, uint64_t comm_id, uint64_t tag,
                      void *buf, size_t len);

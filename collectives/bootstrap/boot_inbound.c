@@ -16,6 +16,7 @@
 #include "collectives/bootstrap/boot_internal.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/reject_log.h"
 #include "gx/gx.h"
 
 #define BOOT_PENDING_TIMEOUT_NS (10ull * 1000000000ull)
@@ -42,41 +43,87 @@ static void accept_new(struct gx_boot *b)
     }
 }
 
+/* Tell an authenticated connector why we drop it, so it fails at once with
+ * the reason instead of waiting for a table that never comes. */
+static void refuse(struct gx_boot *b, int fd, int rank)
+{
+    struct {
+        struct boot_msg_header h;
+        char text[BOOT_REFUSE_MAX_LEN];
+    } f;
+    memset(&f, 0, sizeof(f));
+    char who[128];
+    int n = snprintf(f.text, sizeof(f.text), "rank %d refused this process as rank %d: rank %d "
+                     "is already taken by %s (two processes started with the same rank?)",
+                     b->rank, rank, rank, gx_boot_describe(b, rank, who, sizeof(who)));
+    size_t len = n > 0 && (size_t)n < sizeof(f.text) ? (size_t)n + 1 : sizeof(f.text);
+    f.h = (struct boot_msg_header){ .magic = BOOT_MSG_MAGIC, .type = BOOT_MSG_REFUSE,
+                                    .len = (uint32_t)len };
+    /* Small, into an idle socket: never blocks; best effort. */
+    (void)send(fd, &f, sizeof(f.h) + len, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+/* A connection we opened became readable: the acceptor refused us (a
+ * BOOT_MSG_REFUSE) or closed it. Lock held. */
+void boot_read_refusal(struct gx_boot *b, int peer)
+{
+    struct {
+        struct boot_msg_header h;
+        char text[BOOT_REFUSE_MAX_LEN];
+    } f;
+    ssize_t n = recv(b->out_fd[peer], &f, sizeof(f), MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return;
+    b->out_eof[peer] = true; /* whatever came, the acceptor is done with us */
+    if (n < (ssize_t)sizeof(f.h) || f.h.magic != BOOT_MSG_MAGIC ||
+        f.h.type != BOOT_MSG_REFUSE || f.h.len == 0 || f.h.len > sizeof(f.text) ||
+        (size_t)n < sizeof(f.h) + f.h.len)
+        return; /* closed: the next send to it says so */
+    f.text[f.h.len - 1] = '\0';
+    gx_fail(GX_EINVAL, GX_SUB_BOOT, "rank %d: %s", b->rank, f.text);
+    boot_set_failure(b, GX_EINVAL, b->rank, f.text);
+    b->abort_to_forward = false; /* our own mistake: nothing to tell the job */
+}
+
 /* Drive one half-open connection; returns true when it is finished (either
  * adopted as a peer's stream or dropped). */
 static bool service_pending(struct gx_boot *b, struct boot_pending *p)
 {
     char addr[64];
     int rc = gx_auth_server_progress(&p->auth);
+    const struct gx_sockaddr *from = &p->addr;
     if (rc == GX_INPROGRESS) {
         if (gx_now_ns() - p->started_ns < BOOT_PENDING_TIMEOUT_NS)
             return false;
-        GX_WARN(GX_SUB_BOOT, "dropped bootstrap connection from %s: no handshake within 10 s",
-                gx_sock_addr_str(&p->addr, addr, sizeof(addr)));
+        gx_reject_note(GX_SUB_BOOT, "bootstrap", from, GX_REJECT_SILENT,
+                       "dropped bootstrap connection from %s: no handshake within 10 s",
+                       gx_sock_addr_str(from, addr, sizeof(addr)));
     } else if (rc == GX_EAUTH) {
-        GX_WARN(GX_SUB_BOOT,
-                "rejected bootstrap connection from %s: wrong job key (another job, or "
-                "GX_JOB_KEY differs)",
-                gx_sock_addr_str(&p->addr, addr, sizeof(addr)));
+        gx_reject_note(GX_SUB_BOOT, "bootstrap", from, GX_REJECT_KEY,
+                       "rejected bootstrap connection from %s: wrong job key (another job, or "
+                       "GX_JOB_KEY differs)", gx_sock_addr_str(from, addr, sizeof(addr)));
     } else if (rc == GX_EPROTO) {
-        GX_WARN(GX_SUB_BOOT, "rejected bootstrap connection from %s: not a gx %d handshake",
-                gx_sock_addr_str(&p->addr, addr, sizeof(addr)), GX_AUTH_VERSION);
+        gx_reject_note(GX_SUB_BOOT, "bootstrap", from, GX_REJECT_PROTO,
+                       "rejected bootstrap connection from %s: not a gx %d handshake",
+                       gx_sock_addr_str(from, addr, sizeof(addr)), GX_AUTH_VERSION);
     } else if (rc != GX_OK) {
-        GX_INFO(GX_SUB_BOOT, "bootstrap connection from %s closed during handshake",
-                gx_sock_addr_str(&p->addr, addr, sizeof(addr)));
+        gx_reject_note(GX_SUB_BOOT, "bootstrap", from, GX_REJECT_PROBE,
+                       "bootstrap connection from %s closed before finishing the handshake",
+                       gx_sock_addr_str(from, addr, sizeof(addr)));
     } else {
         int r = p->auth.hello.rank;
         uint16_t purpose = p->auth.hello.purpose;
         if ((purpose != GX_AUTH_BOOT_PEER && purpose != GX_AUTH_BOOT_RENDEZVOUS) || r < 0 ||
             r >= b->size || r == b->rank) {
-            GX_WARN(GX_SUB_BOOT,
-                    "rejected bootstrap connection from %s: claims rank %d of a job of %d",
-                    gx_sock_addr_str(&p->addr, addr, sizeof(addr)), r, b->size);
+            gx_reject_note(GX_SUB_BOOT, "bootstrap", from, GX_REJECT_CLAIM,
+                           "rejected bootstrap connection from %s: claims rank %d of a job "
+                           "of %d", gx_sock_addr_str(from, addr, sizeof(addr)), r, b->size);
         } else if (b->in[r].fd >= 0 || b->in[r].closed) {
             GX_WARN(GX_SUB_BOOT,
                     "rejected bootstrap connection from %s: rank %d is already connected "
                     "(two processes started with the same rank?)",
-                    gx_sock_addr_str(&p->addr, addr, sizeof(addr)), r);
+                    gx_sock_addr_str(from, addr, sizeof(addr)), r);
+            refuse(b, p->auth.fd, r);
         } else {
             b->in[r].fd = p->auth.fd;
             return true;
@@ -104,8 +151,18 @@ static void handle_abort(struct gx_boot *b, int peer, const struct boot_msg *m)
         return;
     memcpy(&p, m->data, sizeof(p));
     p.message[sizeof(p.message) - 1] = '\0';
-    if (b->fail_status != GX_OK || p.epoch < b->epoch)
-        return; /* already failed, or news from before the last shrink */
+    if (p.epoch < b->epoch)
+        return; /* news from before the last shrink */
+    /* The root cause wins over a secondary teardown: if we blamed the rank
+     * that sends this ABORT (its connection closed as it gave up) and it
+     * names another rank as the cause, take its word. */
+    bool root_cause = b->fail_status != GX_OK && b->failed_rank == p.origin_rank &&
+                      p.failed_rank != p.origin_rank && p.failed_rank >= 0 &&
+                      p.failed_rank < b->size && p.failed_rank != b->rank;
+    if (root_cause)
+        b->fail_status = GX_OK;
+    if (b->fail_status != GX_OK)
+        return; /* already failed */
     int status = (p.status < 0 && p.status > -700) ? p.status : GX_EPEER;
     char msg[512];
     snprintf(msg, sizeof(msg), "%s (reported by rank %d)", p.message, (int)p.origin_rank);
@@ -178,11 +235,12 @@ static void read_stream(struct gx_boot *b, int peer)
 
 int boot_progress_locked(struct gx_boot *b, int wait_ms, int extra_fd, short extra_events)
 {
-    size_t cap = 2 + (size_t)b->size;
+    size_t cap = 2 + 2 * (size_t)b->size;
     for (struct boot_pending *p = b->pending; p; p = p->next)
         cap++;
     struct pollfd *fds = calloc(cap, sizeof(*fds));
-    int *who = calloc(cap, sizeof(int)); /* >=0 peer stream, -1 listener, -2 extra, -3 pending */
+    /* >=0 peer stream, -1 listener, -2 extra, -3 pending, <= -4: our stream to rank -who-4 */
+    int *who = calloc(cap, sizeof(int));
     if (!fds || !who) {
         free(fds);
         free(who);
@@ -206,6 +264,10 @@ int boot_progress_locked(struct gx_boot *b, int wait_ms, int extra_fd, short ext
             fds[n] = (struct pollfd){ .fd = b->in[r].fd, .events = POLLIN };
             who[n++] = r;
         }
+        if (b->out_fd[r] >= 0 && !b->out_eof[r]) {
+            fds[n] = (struct pollfd){ .fd = b->out_fd[r], .events = POLLIN };
+            who[n++] = -4 - r;
+        }
     }
     if (b->pending && wait_ms > 1000)
         wait_ms = 1000; /* re-check handshake deadlines */
@@ -221,6 +283,8 @@ int boot_progress_locked(struct gx_boot *b, int wait_ms, int extra_fd, short ext
                 accept_new(b);
             else if (who[i] >= 0)
                 read_stream(b, who[i]);
+            else if (who[i] <= -4)
+                boot_read_refusal(b, -4 - who[i]);
         }
     }
     /* Pending handshakes: drive all (cheap) so deadlines are enforced. */

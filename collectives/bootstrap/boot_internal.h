@@ -46,6 +46,7 @@ struct gx_boot {
     struct gx_sockaddr listen_addr;
     struct boot_rank_record *records; /* addr_len == 0: not known yet */
     int *out_fd;
+    bool *out_eof;    /* out_fd[r] was closed by the acceptor: no longer polled */
     struct boot_in *in;
     struct boot_pending *pending;
     int fail_status;
@@ -54,6 +55,8 @@ struct gx_boot {
     bool abort_to_forward;
     bool sending_abort;
     bool shut;
+    int rdv_fd;       /* rank 0: the file:// rendezvous file, removed at the end */
+    char *rdv_path;
     /* Recovery (boot_recover.c): ranks the survivors agreed are gone, the
      * recovery epoch (ABORTs of an older epoch are stale), whether a shrink
      * is running (failures it meets are its own business, not the job's),
@@ -67,6 +70,8 @@ struct gx_boot {
 /* Allocate the per-rank arrays and the lock (rendezvous fills the rest). */
 int boot_alloc(int rank, int size, const char *job_key, struct gx_boot **out);
 void boot_free(struct gx_boot *boot);
+/* Rank 0 removes the file:// rendezvous file (boot_rendezvous.c). */
+void boot_rendezvous_cleanup(struct gx_boot *boot);
 /* Internal versions of the public calls, lock held. */
 int boot_send_locked(struct gx_boot *boot, int peer, uint64_t comm_id, uint64_t tag,
                      const void *buf, size_t len, uint64_t deadline);
@@ -80,5 +85,13 @@ int boot_progress_locked(struct gx_boot *boot, int wait_ms, int extra_fd, short 
  * flag it for the ABORT flood (boot_net.c). Lock held. */
 void boot_set_failure(struct gx_boot *b, int status, int failed_rank, const char *msg);
 const char *boot_op_name(uint64_t tag);
+/* One line of a file:// rendezvous file: 0 and the rank and its record
+ * (strings terminated) when it is this job's (`job_tag`, hex) and well
+ * formed, else -1. Pure: the fuzz target calls it (boot_rendezvous.c). */
+int boot_parse_file_line(const char *line, const char *job_tag, int world_size, int *rank,
+                         struct boot_rank_record *rec);
+/* Our connection to `peer` became readable or broke: read the acceptor's
+ * BOOT_MSG_REFUSE, if any, into the failed state (boot_inbound.c). */
+void boot_read_refusal(struct gx_boot *b, int peer);
 
 #endif

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "collectives/bootstrap/boot_internal.h"
@@ -44,9 +45,10 @@ int boot_alloc(int rank, int size, const char *job_key, struct gx_boot **out)
         return GX_ENOMEM;
     b->records = calloc((size_t)size, sizeof(*b->records));
     b->out_fd = malloc((size_t)size * sizeof(int));
+    b->out_eof = calloc((size_t)size, sizeof(bool));
     b->in = calloc((size_t)size, sizeof(*b->in));
     b->dead = calloc((size_t)size, sizeof(*b->dead));
-    if (!b->records || !b->out_fd || !b->in || !b->dead) {
+    if (!b->records || !b->out_fd || !b->out_eof || !b->in || !b->dead) {
         boot_free(b);
         return GX_ENOMEM;
     }
@@ -59,8 +61,15 @@ int boot_alloc(int rank, int size, const char *job_key, struct gx_boot **out)
     b->rank = rank;
     b->size = size;
     b->listen_fd = -1;
+    b->rdv_fd = -1;
     b->failed_rank = -1;
     gx_auth_key_derive(job_key, &b->key);
+    /* Rank 0 picks the job's public id at random; the others learn it from
+     * rank 0's challenge once rank 0 has proved it knows the key. */
+    if (rank == 0 && gx_random_bytes(b->key.job_id, sizeof(b->key.job_id)) != GX_OK) {
+        boot_free(b);
+        return GX_ESYSTEM;
+    }
     *out = b;
     return GX_OK;
 }
@@ -91,6 +100,7 @@ void boot_free(struct gx_boot *b)
 {
     if (!b)
         return;
+    boot_rendezvous_cleanup(b);
     if (b->in)
         close_all(b);
     for (int i = 0; b->in && i < b->size; i++) {
@@ -102,6 +112,7 @@ void boot_free(struct gx_boot *b)
     }
     free(b->records);
     free(b->out_fd);
+    free(b->out_eof);
     free(b->in);
     free(b->dead);
     pthread_mutex_destroy(&b->lock);
@@ -117,6 +128,13 @@ void gx_boot_release(struct gx_boot *boot)
 {
     if (boot && atomic_fetch_sub(&boot->refcount, 1) == 1)
         boot_free(boot);
+}
+
+void gx_boot_job_id(struct gx_boot *boot, uint8_t out[8])
+{
+    pthread_mutex_lock(&boot->lock);
+    memcpy(out, boot->key.job_id, 8);
+    pthread_mutex_unlock(&boot->lock);
 }
 
 int gx_boot_rank(const struct gx_boot *boot)
@@ -302,35 +320,52 @@ static int connect_peer(struct gx_boot *b, int peer, uint64_t deadline, bool qui
     memcpy(&addr.u.storage, rec->addr, rec->addr_len);
     char astr[64];
     gx_sock_addr_str(&addr, astr, sizeof(astr));
-    int fd = -1;
-    int rc = gx_sock_connect(&addr, deadline, &fd);
-    if (rc != GX_OK) {
-        if (quiet)
-            return rc;
-        if (rc == GX_ETIMEOUT)
-            return peer_failed(b, GX_ETIMEOUT, peer, "did not accept a connection at %s "
-                               "before the deadline", astr);
-        return peer_failed(b, GX_ECONNECT, peer, "is unreachable at %s: %s", astr,
-                           strerror(errno));
+    int fd = -1, rc;
+    for (int attempt = 0;; attempt++) {
+        rc = gx_sock_connect(&addr, deadline, &fd);
+        if (rc != GX_OK) {
+            if (quiet)
+                return rc;
+            if (rc == GX_ETIMEOUT)
+                return peer_failed(b, GX_ETIMEOUT, peer, "did not accept a connection at %s "
+                                   "before the deadline", astr);
+            return peer_failed(b, GX_ECONNECT, peer, "is unreachable at %s: %s", astr,
+                               strerror(errno));
+        }
+        struct gx_auth_challenge ch;
+        struct gx_auth_hello hello;
+        struct gx_auth_accept acc;
+        uint16_t purpose = GX_AUTH_BOOT_PEER;
+        bool dropped = false;
+        rc = recv_bytes(b, fd, &ch, sizeof(ch), deadline);
+        if (rc == GX_OK)
+            rc = gx_auth_client_respond(&b->key, &ch, purpose, b->rank, 0, &hello);
+        if (rc == GX_OK)
+            rc = send_bytes(b, fd, &hello, sizeof(hello), deadline);
+        if (rc == GX_OK && !gx_auth_same_job(&b->key, &ch))
+            rc = GX_EAUTH;
+        if (rc == GX_OK) {
+            rc = recv_bytes(b, fd, &acc, sizeof(acc), deadline);
+            if (rc == GX_EPEER && !gx_auth_known_same_job(&b->key, &ch)) {
+                rc = GX_EAUTH; /* the acceptor drops a hello it refuses */
+                dropped = true;
+            }
+        }
+        if (rc == GX_OK)
+            rc = gx_auth_client_check(&b->key, &hello, &acc);
+        if (rc == GX_OK && peer == 0) /* proved: the accept MAC covers the challenge */
+            memcpy(b->key.job_id, ch.job_id, sizeof(b->key.job_id));
+        if (rc == GX_EAUTH && dropped && attempt == 0) {
+            /* Before we know the job id, a dropped hello is a refused key or
+             * an acceptor that died meanwhile: a second try tells them apart
+             * (a dead one no longer accepts; a refusing one drops it again). */
+            close(fd);
+            struct timespec pause = { 0, 50 * 1000000L };
+            nanosleep(&pause, NULL);
+            continue;
+        }
+        break;
     }
-    struct gx_auth_challenge ch;
-    struct gx_auth_hello hello;
-    struct gx_auth_accept acc;
-    uint16_t purpose = GX_AUTH_BOOT_PEER;
-    rc = recv_bytes(b, fd, &ch, sizeof(ch), deadline);
-    if (rc == GX_OK)
-        rc = gx_auth_client_respond(&b->key, &ch, purpose, b->rank, 0, &hello);
-    if (rc == GX_OK)
-        rc = send_bytes(b, fd, &hello, sizeof(hello), deadline);
-    if (rc == GX_OK && !gx_auth_same_job(&b->key, &ch))
-        rc = GX_EAUTH;
-    if (rc == GX_OK) {
-        rc = recv_bytes(b, fd, &acc, sizeof(acc), deadline);
-        if (rc == GX_EPEER)
-            rc = GX_EAUTH; /* the acceptor drops a hello it refuses */
-    }
-    if (rc == GX_OK)
-        rc = gx_auth_client_check(&b->key, &hello, &acc);
     if (rc != GX_OK) {
         close(fd);
         if (quiet)
@@ -347,6 +382,7 @@ static int connect_peer(struct gx_boot *b, int peer, uint64_t deadline, bool qui
                            "handshake", astr);
     }
     b->out_fd[peer] = fd;
+    b->out_eof[peer] = false;
     return GX_OK;
 }
 
@@ -368,6 +404,11 @@ static int send_msg(struct gx_boot *b, int peer, uint16_t type, uint64_t comm_id
     int rc = send_bytes(b, b->out_fd[peer], &h, sizeof(h), deadline);
     if (rc == GX_OK && len)
         rc = send_bytes(b, b->out_fd[peer], buf, len, deadline);
+    if (rc == GX_EPEER && !b->out_eof[peer]) {
+        boot_read_refusal(b, peer); /* closed on us: did it say why? */
+        if (b->fail_status != GX_OK)
+            return gx_fail(b->fail_status, GX_SUB_BOOT, "%s", b->fail_msg);
+    }
     if (rc != GX_OK && !quiet) {
         if (rc == GX_ETIMEOUT)
             return peer_failed(b, GX_ETIMEOUT, peer, "did not read our %s message before the "
@@ -403,6 +444,18 @@ int gx_boot_send(struct gx_boot *boot, int peer, uint64_t comm_id, uint64_t tag,
     pthread_mutex_lock(&boot->lock);
     int rc = boot_send_locked(boot, peer, comm_id, tag, buf, len, deadline);
     forward_abort(boot);
+    pthread_mutex_unlock(&boot->lock);
+    return rc;
+}
+
+int gx_boot_notify(struct gx_boot *boot, int peer, uint64_t comm_id, uint64_t tag,
+                   const void *buf, size_t len, uint64_t deadline)
+{
+    pthread_mutex_lock(&boot->lock);
+    int rc = GX_EINVAL;
+    if (boot->fail_status == GX_OK && peer >= 0 && peer < boot->size && peer != boot->rank &&
+        len <= BOOT_MSG_MAX_LEN)
+        rc = send_msg(boot, peer, BOOT_MSG_DATA, comm_id, tag, buf, len, deadline, true);
     pthread_mutex_unlock(&boot->lock);
     return rc;
 }

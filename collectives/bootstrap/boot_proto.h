@@ -2,7 +2,9 @@
  * boot_proto.h - wire format of bootstrap messages. Every bootstrap
  * connection is one-way (the connecting rank sends, the accepting rank
  * receives) and starts with the job-key handshake of common/auth_proto.h.
- * After it, a stream of messages: struct boot_msg_header + `len` bytes.
+ * After it, a stream of messages: struct boot_msg_header + `len` bytes. The
+ * one message that travels back is BOOT_MSG_REFUSE: the acceptor's reason
+ * for dropping an authenticated connection (its rank is already taken).
  * Integers are in host order (ranks of a job share an architecture).
  */
 #ifndef GX_BOOT_PROTO_H
@@ -16,7 +18,9 @@
 enum boot_msg_type {
     BOOT_MSG_DATA = 1,  /* payload for a bootstrap operation */
     BOOT_MSG_ABORT = 2, /* payload: struct boot_abort_payload */
+    BOOT_MSG_REFUSE = 3, /* acceptor -> connector: payload is the reason, text */
 };
+#define BOOT_REFUSE_MAX_LEN 400u
 
 struct boot_msg_header {
     uint32_t magic;

@@ -7,7 +7,9 @@
  *    children, n-1 messages in total).
  *  file:///PATH - each rank appends its record to a shared file under an
  *    fcntl lock (works on NFS with lockd) and reads until all are present.
- *    Lines of other jobs (another job key) are ignored.
+ *    Lines of other jobs (another job key) are ignored. The file is opened
+ *    with gx_safe_open (created 0600; a planted link or another user's file
+ *    is refused) and rank 0 removes it when its bootstrap ends (finalize).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -19,6 +21,7 @@
 #include "collectives/bootstrap/boot_internal.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/safe_file.h"
 #include "gx/gx.h"
 
 #define BOOT_FILE_POLL_MS 20
@@ -233,17 +236,6 @@ static int rendezvous_master(struct gx_boot *b, const struct boot_params *p, con
 
 /* ---- file:// ------------------------------------------------------------ */
 
-static void hex_encode(const void *data, size_t len, char *out)
-{
-    static const char digits[] = "0123456789abcdef";
-    const uint8_t *p = data;
-    for (size_t i = 0; i < len; i++) {
-        out[2 * i] = digits[p[i] >> 4];
-        out[2 * i + 1] = digits[p[i] & 15];
-    }
-    out[2 * len] = '\0';
-}
-
 static int hex_decode(const char *text, void *data, size_t len)
 {
     uint8_t *p = data;
@@ -256,6 +248,35 @@ static int hex_decode(const char *text, void *data, size_t len)
     return text[2 * len] == '\0' || text[2 * len] == '\n' ? 0 : -1;
 }
 
+
+static void hex_encode(const void *data, size_t len, char *out)
+{
+    static const char digits[] = "0123456789abcdef";
+    const uint8_t *p = data;
+    for (size_t i = 0; i < len; i++) {
+        out[2 * i] = digits[p[i] >> 4];
+        out[2 * i + 1] = digits[p[i] & 15];
+    }
+    out[2 * len] = '\0';
+}
+
+int boot_parse_file_line(const char *line, const char *job_tag, int world_size, int *rank,
+                         struct boot_rank_record *rec)
+{
+    char ljob[32], hex[512];
+    _Static_assert(2 * sizeof(struct boot_rank_record) < sizeof(hex) - 1, "hex buffer");
+    int lrank;
+    if (sscanf(line, "gx1 %31s %d %511s", ljob, &lrank, hex) != 3 || strcmp(ljob, job_tag) != 0)
+        return -1;
+    if (lrank < 0 || lrank >= world_size || strlen(hex) != 2 * sizeof(*rec) ||
+        hex_decode(hex, rec, sizeof(*rec)) != 0)
+        return -1;
+    rec->host[sizeof(rec->host) - 1] = '\0';
+    rec->node_id[sizeof(rec->node_id) - 1] = '\0';
+    *rank = lrank;
+    return 0;
+}
+
 static int file_lock(int fd, short type)
 {
     struct flock fl = { .l_type = type, .l_whence = SEEK_SET };
@@ -265,14 +286,24 @@ static int file_lock(int fd, short type)
     return 0;
 }
 
+static int file_open(const char *path, int flags)
+{
+    char err[768];
+    int fd = gx_safe_open(path, flags, err, sizeof(err));
+    if (fd < 0)
+        gx_fail(GX_ESYSTEM, GX_SUB_BOOT, "file:// rendezvous: %s", err);
+    return fd;
+}
+
 static int file_append_record(struct gx_boot *b, const char *path)
 {
-    int fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    int fd = file_open(path, O_RDWR | O_CREAT | O_APPEND);
     if (fd < 0)
-        return gx_fail(GX_ESYSTEM, GX_SUB_BOOT, "file:// rendezvous: cannot open '%s': %s",
-                       path, strerror(errno));
+        return GX_ESYSTEM;
     char job[17], rec[2 * sizeof(struct boot_rank_record) + 1];
-    hex_encode(b->key.job_id, sizeof(b->key.job_id), job);
+    uint8_t tag[8];
+    gx_auth_file_tag(&b->key, tag);
+    hex_encode(tag, sizeof(tag), job);
     hex_encode(&b->records[b->rank], sizeof(struct boot_rank_record), rec);
     char *line = NULL;
     int n = asprintf(&line, "gx1 %s %d %s\n", job, b->rank, rec);
@@ -285,33 +316,50 @@ static int file_append_record(struct gx_boot *b, const char *path)
     }
     file_lock(fd, F_UNLCK);
     free(line);
-    close(fd);
+    if (rc == GX_OK && b->rank == 0 && (b->rdv_path = strdup(path)) != NULL)
+        b->rdv_fd = fd; /* kept to remove this very file at the end */
+    else
+        close(fd);
     return rc;
+}
+
+void boot_rendezvous_cleanup(struct gx_boot *b)
+{
+    if (!b->rdv_path) /* also covers a boot freed before rdv_fd was set to -1 */
+        return;
+    if (gx_safe_unlink(b->rdv_path, b->rdv_fd) != 0 && errno != ENOENT)
+        GX_WARN(GX_SUB_BOOT, "file:// rendezvous: left '%s' in place: %s", b->rdv_path,
+                errno == ESTALE ? "it is no longer the file this job wrote" : strerror(errno));
+    close(b->rdv_fd);
+    free(b->rdv_path);
+    b->rdv_fd = -1;
+    b->rdv_path = NULL;
 }
 
 static int file_read_records(struct gx_boot *b, const char *path)
 {
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return gx_fail(GX_ESYSTEM, GX_SUB_BOOT, "file:// rendezvous: cannot read '%s': %s",
-                       path, strerror(errno));
+    int fd = file_open(path, O_RDONLY);
+    FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
+    if (!f) {
+        if (fd >= 0)
+            close(fd);
+        return fd >= 0 ? gx_fail(GX_ESYSTEM, GX_SUB_BOOT, "file:// rendezvous: cannot read "
+                                 "'%s': %s", path, strerror(errno))
+                       : GX_ESYSTEM;
+    }
     file_lock(fileno(f), F_RDLCK);
     char job[17];
-    hex_encode(b->key.job_id, sizeof(b->key.job_id), job);
+    uint8_t tag[8];
+    gx_auth_file_tag(&b->key, tag);
+    hex_encode(tag, sizeof(tag), job);
     char *line = NULL;
     size_t cap = 0;
     int rc = GX_OK;
     while (rc == GX_OK && getline(&line, &cap, f) > 0) {
-        char ljob[32], hex[512];
-        _Static_assert(2 * sizeof(struct boot_rank_record) < sizeof(hex) - 1, "hex buffer");
         int lrank;
-        if (sscanf(line, "gx1 %31s %d %511s", ljob, &lrank, hex) != 3 || strcmp(ljob, job) != 0)
-            continue; /* another job's line, or not ours at all */
         struct boot_rank_record rec;
-        if (lrank < 0 || lrank >= b->size || hex_decode(hex, &rec, sizeof(rec)) != 0)
-            continue;
-        rec.host[sizeof(rec.host) - 1] = '\0';
-        rec.node_id[sizeof(rec.node_id) - 1] = '\0';
+        if (boot_parse_file_line(line, job, b->size, &lrank, &rec) != 0)
+            continue; /* another job's line, or not ours at all */
         rc = check_record(b, &rec, lrank);
         if (rc != GX_OK)
             break;

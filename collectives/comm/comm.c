@@ -14,9 +14,13 @@
 #include "collectives/transport/xport.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/reject_log.h"
 #include "common/param.h"
-#include "common/sha256.h"
+#include "common/crypto.h"
 #include "topology/topo.h"
+
+/* How long a rank whose init failed because of a peer listens for the root cause. */
+#define INIT_SETTLE_MS 100
 
 #define WORLD_COMM_ID 1
 
@@ -32,7 +36,8 @@ uint64_t gx_comm_next_seq(struct gx_comm *c)
 
 uint64_t gx_comm_op_deadline(const struct gx_comm *c)
 {
-    return gx_deadline_after_ms(c->op_timeout_ms);
+    uint64_t init = atomic_load(&((struct gx_comm *)c)->init_deadline);
+    return init ? init : gx_deadline_after_ms(c->op_timeout_ms);
 }
 
 int gx_comm_set_async_error(struct gx_comm *c, int status, const char *msg)
@@ -218,6 +223,24 @@ static void comm_free(struct gx_comm *c)
     free(c);
 }
 
+/* Init failed because of a peer: a rank that failed first may have told us
+ * why (its ABORT names the rank that died), or we may be looking at a rank
+ * that only gave up. Listen briefly, then report the root cause. */
+static int init_root_cause(struct gx_comm *c, int rc)
+{
+    if (!GX_IS_PEER_ERROR(rc) && rc != GX_EAUTH && rc != GX_ECONNECT)
+        return rc;
+    char mine[1024], msg[512];
+    snprintf(mine, sizeof(mine), "%s", gx_last_error_text());
+    uint64_t settle = gx_deadline_after_ms(INIT_SETTLE_MS);
+    while (gx_ms_left(settle) > 0)
+        gx_boot_progress(c->boot, 10);
+    int st = gx_boot_failure(c->boot, msg, sizeof(msg));
+    if (st == GX_OK || strstr(mine, msg))
+        return rc;
+    return gx_fail(st, GX_SUB_INIT, "%s (this rank saw: %s)", msg, mine);
+}
+
 GX_API int gx_comm_init(const struct gx_config *config, struct gx_comm **comm_out)
 {
     gx_clear_last_error();
@@ -243,6 +266,8 @@ GX_API int gx_comm_init(const struct gx_config *config, struct gx_comm **comm_ou
     gx_log_set_rank(setup.boot.rank);
     GX_INFO(GX_SUB_INIT, "init: rank %d of %d via %s, node '%s'", setup.boot.rank,
             setup.boot.world_size, setup.init_method, setup.node_id);
+    /* One deadline for all of init: rendezvous, transport set-up, arena, probe. */
+    uint64_t init_deadline = gx_deadline_after_ms(setup.boot.init_timeout_ms);
     struct gx_boot *boot;
     rc = gx_boot_create(&setup.boot, &boot);
     if (rc != GX_OK)
@@ -256,6 +281,7 @@ GX_API int gx_comm_init(const struct gx_config *config, struct gx_comm **comm_ou
         c->world_ranks[r] = r;
     c->comm_id = WORLD_COMM_ID;
     c->op_timeout_ms = setup.op_timeout_ms;
+    atomic_store(&c->init_deadline, init_deadline);
     snprintf(c->name, sizeof(c->name), "%s", setup.name);
     snprintf(c->job_key, sizeof(c->job_key), "%s", setup.job_key);
     compute_nodes(c);
@@ -267,6 +293,7 @@ GX_API int gx_comm_init(const struct gx_config *config, struct gx_comm **comm_ou
     if (rc == GX_OK)
         rc = gx_coll_probe(c);
     if (rc != GX_OK) {
+        rc = init_root_cause(c, rc);
         /* Tell the others now rather than let them wait for their deadline. */
         char msg[512];
         snprintf(msg, sizeof(msg), "rank %d failed to initialise: %s", c->rank, gx_last_error());
@@ -275,6 +302,7 @@ GX_API int gx_comm_init(const struct gx_config *config, struct gx_comm **comm_ou
         gx_boot_release(boot);
         return rc;
     }
+    atomic_store(&c->init_deadline, 0);
     GX_INFO(GX_SUB_INIT, "init done: rank %d/%d, local %d/%d, node %d of %d", c->rank, c->size,
             c->local_rank, c->local_size, c->node_index, c->node_count);
     *comm_out = c;
@@ -298,10 +326,7 @@ uint64_t gx_comm_child_id(uint64_t parent, uint64_t seq, int color)
     memcpy(msg, &parent, 8);
     memcpy(msg + 8, &seq, 8);
     memcpy(msg + 16, &color, 4);
-    struct gx_sha256 h;
-    gx_sha256_init(&h);
-    gx_sha256_update(&h, msg, sizeof(msg));
-    gx_sha256_final(&h, digest);
+    gx_sha256(msg, sizeof(msg), digest);
     uint64_t id;
     memcpy(&id, digest, sizeof(id));
     return id | 2; /* never WORLD_COMM_ID, never 0 */
@@ -407,6 +432,7 @@ GX_API int gx_comm_finalize(struct gx_comm *comm)
         return rc;
     /* A barrier of its own kind: a rank finalizing while another still runs
      * a barrier is reported as a mismatch, not silently paired. */
+    gx_coll_comm_finalizing(comm);
     struct boot_group g = gx_comm_group(comm);
     rc = boot_barrier(&g, gx_comm_next_seq(comm), BOOT_OP_FINALIZE, gx_comm_op_deadline(comm));
     pthread_mutex_lock(&comm->lock);
@@ -422,6 +448,7 @@ GX_API void gx_comm_destroy(struct gx_comm *comm)
     struct gx_boot *boot = comm->boot;
     comm_free(comm);
     gx_boot_release(boot);
+    gx_reject_flush(true); /* what the refused-connection summaries still hold */
 }
 
 GX_API void gx_comm_abort(struct gx_comm *comm)

@@ -9,11 +9,13 @@
  */
 #include "collectives/comm/comm_env.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "common/auth.h"
 #include "common/log.h"
 #include "common/param.h"
 
@@ -38,8 +40,11 @@ GX_PARAM_DEFINE(gx_param_init_method, "GX_INIT_METHOD", GX_PARAM_STRING, "env://
                 "or file:///PATH (a file on a shared file system, fresh for each job).");
 GX_PARAM_DEFINE(gx_param_job_key, "GX_JOB_KEY", GX_PARAM_STRING, "", NULL,
                 "Shared secret that authenticates every connection of the job (gx-run "
-                "generates one). Unset: derived from the rendezvous address, which keeps "
-                "jobs apart but is not a secret.");
+                "generates one); 16+ random characters. Unset: derived from the rendezvous "
+                "address, which keeps jobs apart but is not a secret (a warning says so).");
+GX_PARAM_DEFINE(gx_param_job_key_file, "GX_JOB_KEY_FILE", GX_PARAM_STRING, "", NULL,
+                "File whose first line is the job key (keeps it out of the environment of "
+                "scripts and off command lines); must be ours and not group/other-readable.");
 GX_PARAM_DEFINE(gx_param_node_id, "GX_NODE_ID", GX_PARAM_STRING, "", NULL,
                 "Identity of this node; ranks with equal ids share a node (default: host "
                 "name). Lets tests fake several nodes on one machine.");
@@ -163,6 +168,44 @@ static int resolve_method(const struct gx_config *cfg, struct comm_setup *s)
     return GX_OK;
 }
 
+/* Warned once per process, not once per communicator or init. */
+static atomic_flag warned_no_key = ATOMIC_FLAG_INIT;
+static atomic_flag warned_short_key = ATOMIC_FLAG_INIT;
+
+static int resolve_job_key(const struct gx_config *cfg, struct comm_setup *s)
+{
+    const char *key = cfg->job_key ? cfg->job_key : gx_param_text(&gx_param_job_key);
+    const char *file = gx_param_text(&gx_param_job_key_file);
+    if (!key[0] && file[0]) {
+        char err[768];
+        int rc = gx_auth_read_key_file(file, s->job_key, sizeof(s->job_key), err, sizeof(err));
+        if (rc != GX_OK)
+            return gx_fail(rc, GX_SUB_INIT, "GX_JOB_KEY_FILE: %s", err);
+        key = s->job_key;
+    } else if (key[0] && file[0] && !cfg->job_key) {
+        return gx_fail(GX_EINVAL, GX_SUB_INIT, "GX_JOB_KEY and GX_JOB_KEY_FILE are both set: "
+                       "set only one");
+    }
+    if (!key[0]) {
+        if (!atomic_flag_test_and_set(&warned_no_key))
+            GX_WARN(GX_SUB_INIT, "no job key: any process that can reach this job's ports can "
+                    "join it as a missing rank; run under gx-run (it generates a key) or set "
+                    "GX_JOB_KEY_FILE to a 0600 file holding 16+ random characters "
+                    "(docs/security.md)");
+        snprintf(s->job_key, sizeof(s->job_key), GX_AUTH_DEFAULT_PREFIX "%s", s->init_method);
+    } else {
+        if (strlen(key) < 16 && !atomic_flag_test_and_set(&warned_short_key))
+            GX_WARN(GX_SUB_INIT, "the job key is %zu characters long: a key shorter than 16 "
+                    "characters can be guessed; use 16+ random characters, e.g. "
+                    "'openssl rand -hex 16 > key; chmod 600 key; GX_JOB_KEY_FILE=key' "
+                    "(docs/security.md)", strlen(key));
+        if (key != s->job_key)
+            snprintf(s->job_key, sizeof(s->job_key), "%s", key);
+    }
+    s->boot.job_key = s->job_key;
+    return GX_OK;
+}
+
 int comm_setup_resolve(const struct gx_config *cfg, struct comm_setup *s)
 {
     memset(s, 0, sizeof(*s));
@@ -173,12 +216,9 @@ int comm_setup_resolve(const struct gx_config *cfg, struct comm_setup *s)
         return rc;
     s->boot.init_method = s->init_method;
 
-    const char *key = cfg->job_key ? cfg->job_key : gx_param_text(&gx_param_job_key);
-    if (key[0])
-        snprintf(s->job_key, sizeof(s->job_key), "%s", key);
-    else
-        snprintf(s->job_key, sizeof(s->job_key), "gx-default-key:%s", s->init_method);
-    s->boot.job_key = s->job_key;
+    rc = resolve_job_key(cfg, s);
+    if (rc != GX_OK)
+        return rc;
 
     if (gx_param_is_set(&gx_param_node_id))
         snprintf(s->node_id, sizeof(s->node_id), "%s", gx_param_text(&gx_param_node_id));

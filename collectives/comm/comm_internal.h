@@ -41,6 +41,7 @@ struct gx_comm {
     bool oversubscribed;        /* more ranks on this machine than CPUs */
     double net_alpha, net_beta; /* probed network link (coll_probe.c); 0: not probed */
     int op_timeout_ms;
+    _Atomic uint64_t init_deadline; /* while init runs: every wait ends by GX_INIT_TIMEOUT */
     char name[32];
     char job_key[256];          /* authenticates the fabric connections too */
     struct gx_xport *xport;     /* endpoints to every peer (xport.h) */
@@ -82,6 +83,13 @@ bool gx_comm_same_node(const struct gx_comm *c, int a, int b);
 /** Collectives engine hook (coll_engine.c): stop the progress thread and
  *  detach in-flight collectives; called by comm.c before the transport closes. */
 void gx_coll_comm_destroy(struct gx_comm *c);
+/** Collectives engine hook (coll_skip.c): tell the peers this rank finalizes
+ *  after its last collective, so a peer still in a later one fails at once. */
+void gx_coll_comm_finalizing(struct gx_comm *c);
+/** Collectives engine hook (coll_skip.c): gx_barrier takes the next number in
+ *  the sequence of collectives and tells the peers, so a peer in another
+ *  collective with that number fails at once with GX_EMISMATCH. */
+uint64_t gx_coll_barrier_enter(struct gx_comm *c, int *status);
 
 /** Probe the network link between nodes for the cost model (coll_probe.c);
  *  collective: every rank of the communicator calls it at set-up. */

@@ -142,6 +142,9 @@ GX_API int gx_barrier(struct gx_comm *comm)
     int rc = gx_comm_check_usable(comm, "gx_barrier");
     if (rc != GX_OK)
         return rc;
+    (void)gx_coll_barrier_enter(comm, &rc);
+    if (rc != GX_OK)
+        return rc;
     struct boot_group g = gx_comm_group(comm);
     rc = boot_barrier(&g, gx_comm_next_seq(comm), BOOT_OP_BARRIER, gx_comm_op_deadline(comm));
     return gx_comm_note_failure(comm, rc);

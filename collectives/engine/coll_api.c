@@ -105,10 +105,21 @@ static int check_args(struct gx_comm *comm, struct coll_args *a, const char *fn,
         return gx_fail(GX_EINVAL, GX_SUB_COLL, "%s: recvbuf is NULL with count %zu", fn,
                        a->count);
     bool inplace = u.inplace_send && a->sendbuf == u.inplace_send;
-    if (!inplace && ranges_overlap(a->sendbuf, u.send_bytes, a->recvbuf, u.recv_bytes))
+    if (!inplace && ranges_overlap(a->sendbuf, u.send_bytes, a->recvbuf, u.recv_bytes)) {
+        uintptr_t x = (uintptr_t)a->sendbuf, y = (uintptr_t)a->recvbuf;
+        size_t apart = x > y ? x - y : y - x;
+        if (u.send_bytes >= (size_t)1 << 32 || u.recv_bytes >= (size_t)1 << 32)
+            /* Distinct buffers that "overlap" because the count is huge:
+             * the count is the likely mistake. */
+            return gx_fail(GX_EINVAL, GX_SUB_COLL, "%s: count %zu of %zu-byte elements (%zu "
+                           "bytes to send, %zu to receive) does not fit between sendbuf %p and "
+                           "recvbuf %p, which are %zu bytes apart: is the count right?", fn,
+                           a->count, a->es, u.send_bytes, u.recv_bytes, a->sendbuf, a->recvbuf,
+                           apart);
         return gx_fail(GX_EINVAL, GX_SUB_COLL, "%s: sendbuf %p (%zu bytes) and recvbuf %p (%zu "
                        "bytes) overlap; only the in-place form documented in gx.h is allowed",
                        fn, a->sendbuf, u.send_bytes, a->recvbuf, u.recv_bytes);
+    }
     *used = u;
     return GX_OK;
 }
@@ -140,6 +151,8 @@ static int coll_start(struct gx_comm *comm, struct coll_args *a, const char *fn,
     rc = coll_issue(comm, seq, a, fn, req);
     if (rc != GX_OK) {
         gx_stage_free(st, true);
+        if (rc == GX_EINVAL) /* a count too large to plan: rejected like a bad argument */
+            coll_note_rejected(comm, seq, a, rc);
         return gx_comm_note_failure(comm, rc);
     }
     (*req)->stage = st;

@@ -45,10 +45,12 @@ GX_PARAM_DEFINE(gx_param_progress, "GX_PROGRESS", GX_PARAM_ENUM, "thread", "thre
                 "(thread), or only gx_test/gx_wait in the calling thread (caller).");
 
 #include "collectives/engine/coll_engine.h"
+#include "collectives/engine/coll_skip.h"
 
 #define BOOT_POLL_NS 20000000ull  /* how often to look for failures other ranks reported */
 #define BOOT_POLL_EVERY 32        /* engine passes between two looks at the clock for it */
 #define ROOT_CAUSE_GRACE_MS 200   /* wait this long for a peer's report after a link error */
+#define SKIP_GRACE_MS 50          /* ... and for a notice that a rank skipped the collective */
 
 
 static const char *const kind_names[COLL_KIND_COUNT] = {
@@ -170,6 +172,8 @@ static int op_advance(struct coll_comm *cc, struct coll_op *op, bool *progressed
         return GX_OK;
     if (op->status == GX_OK && !gated)
         coll_stall_check_op(cc, op);
+    if (op->status == GX_OK)
+        coll_skip_check_op(cc, op);
     if (op->status == GX_OK && gx_ms_left(op->deadline) == 0) {
         char what[160], stall[300];
         coll_describe_op(op, what, sizeof(what));
@@ -191,7 +195,9 @@ static int op_advance(struct coll_comm *cc, struct coll_op *op, bool *progressed
             (s->kind == CS_SEND || s->kind == CS_RECV || s->kind == CS_FLAG_WAIT))
             failed_peer = s->peer;
     }
-    if (failed_peer >= 0 && GX_IS_PEER_ERROR(op->status)) {
+    if (GX_IS_PEER_ERROR(op->status) && coll_skip_explains(cc, op, SKIP_GRACE_MS)) {
+        failed_peer = -1; /* a rank said it never takes part: that is the cause */
+    } else if (failed_peer >= 0 && GX_IS_PEER_ERROR(op->status)) {
         /* A broken link is often the echo of a failure another rank already
          * diagnosed (it aborted its transport): prefer that root cause. */
         char bmsg[512];
@@ -270,6 +276,17 @@ static void check_outside_failures(struct coll_comm *cc)
         gx_boot_progress(c->boot, 0);
         status = gx_boot_failure(c->boot, msg, sizeof(msg));
     }
+    if (status != GX_OK && status != GX_EABORTED) {
+        /* A peer's failure may be the echo of a rank that said it never
+         * takes part in one of our collectives: name that rank instead. */
+        for (struct coll_op *op = cc->head; op; op = op->next) {
+            if (op->status != GX_OK)
+                continue;
+            op->status = GX_EPEER;
+            if (!coll_skip_explains(cc, op, 0))
+                op->status = GX_OK;
+        }
+    }
     if (status != GX_OK)
         coll_comm_broken(cc, status, msg, -1);
 }
@@ -284,6 +301,7 @@ bool coll_progress_locked(struct coll_comm *cc)
         coll_stall_service(cc);
     if (!cc->head)
         return false;
+    coll_skip_service(cc);
     int rc = gx_xport_progress(cc->comm->xport);
     if (rc != GX_OK) {
         char msg[300];
@@ -415,6 +433,7 @@ void gx_coll_comm_destroy(struct gx_comm *c)
     pthread_mutex_destroy(&cc->pool_mu);
     coll_flight_free(cc->flight);
     coll_stall_fini(cc);
+    coll_skip_fini(cc);
     free(cc);
     c->coll = NULL;
 }

@@ -56,6 +56,7 @@ struct coll_comm {
     size_t pool_size[SCRATCH_POOL];
     struct coll_flight *flight;
     struct coll_stall *stall;      /* GX_STALL_WARN (coll_stall.c); NULL: off */
+    struct coll_skip *skip;        /* other ranks' rejected calls and finalize (coll_skip.c) */
     unsigned stall_calls;          /* engine passes: the service runs every 32nd */
     /* What this rank last issued and completed (stall survey answers). */
     uint64_t last_issued_seq, last_done_seq, last_done_ns;

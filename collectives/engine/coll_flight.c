@@ -28,6 +28,7 @@
 #include "collectives/engine/schedule.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/safe_file.h"
 #include "common/param.h"
 
 GX_PARAM_DEFINE(gx_param_flight, "GX_FLIGHT", GX_PARAM_INT, "2000", NULL,
@@ -173,24 +174,14 @@ bool coll_flight_signalled(struct coll_flight *f)
 /* Open the dump file: never through a symlink, never someone else's file. */
 static FILE *open_dump(const char *path)
 {
-    int fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        GX_WARN(GX_SUB_COLL, "flight recorder: cannot write %s: %s (GX_FLIGHT_DIR)", path,
-                errno == ELOOP ? "it is a symbolic link" : strerror(errno));
-        return NULL;
+    char err[768];
+    int fd = gx_safe_open(path, O_WRONLY | O_CREAT | O_TRUNC, err, sizeof(err));
+    FILE *out = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!out) {
+        if (fd >= 0)
+            close(fd);
+        GX_WARN(GX_SUB_COLL, "flight recorder: %s (GX_FLIGHT_DIR)", err);
     }
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
-        (st.st_mode & 022) != 0) {
-        GX_WARN(GX_SUB_COLL, "flight recorder: refusing %s: not a regular file of ours with "
-                "mode 0600 (owner uid %u, mode %o; GX_FLIGHT_DIR)", path, (unsigned)st.st_uid,
-                (unsigned)(st.st_mode & 07777));
-        close(fd);
-        return NULL;
-    }
-    FILE *out = ftruncate(fd, 0) == 0 ? fdopen(fd, "w") : NULL;
-    if (!out)
-        close(fd);
     return out;
 }
 

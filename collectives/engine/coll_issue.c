@@ -9,7 +9,9 @@
  * failure policy are coll_engine.c's; running steps is coll_steps.c's.
  */
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "collectives/algorithms/algorithms.h"
 #include "collectives/arena/coll_shm.h"
@@ -17,6 +19,7 @@
 #include "collectives/comm/request.h"
 #include "collectives/engine/coll_engine.h"
 #include "collectives/engine/coll_fault.h"
+#include "collectives/engine/coll_skip.h"
 #include "common/clock.h"
 #include "common/log.h"
 
@@ -121,6 +124,12 @@ void coll_note_rejected(struct gx_comm *comm, uint64_t seq, const struct coll_ar
     pthread_mutex_lock(&cc->mu);
     coll_flight_rejected(cc->flight, seq, a, status);
     pthread_mutex_unlock(&cc->mu);
+    /* Peers that went ahead fail now, naming us, instead of at GX_TIMEOUT.
+     * Sending may read a peer's news: the caller still gets its own error. */
+    char mine[1024];
+    snprintf(mine, sizeof(mine), "%s", gx_last_error_text());
+    coll_skip_announce_rejected(comm, seq, (int)a->kind, status, mine);
+    gx_set_last_error(mine);
 }
 
 /* Build the schedule for op->algo. */
@@ -224,7 +233,27 @@ int coll_issue(struct gx_comm *comm, uint64_t seq, const struct coll_args *a, co
         rc = op->build_status;
     if (rc != GX_OK) {
         enum coll_algo algo = op->algo;
+        bool capped = op->steps_capped;
+        size_t scratch = op->scratch_failed;
         op_free(op);
+        double gib = (double)a->count * (double)a->es / (1024.0 * 1024.0 * 1024.0);
+        if (capped) /* a count too large to plan: the call's problem, decided at once */
+            return gx_fail(GX_EINVAL, GX_SUB_COLL, "%s: count %zu of %s (%.1f GiB) needs more "
+                           "than %d steps in the %s schedule: the planning memory would grow "
+                           "past its bound; is the count right?", fn, a->count,
+                           gx_datatype_name(a->dtype), gib, COLL_MAX_STEPS,
+                           coll_algo_name(algo));
+        if (scratch) {
+            /* More than the machine's memory: the count is wrong (GX_EINVAL,
+             * the communicator stays usable); else memory is short now. */
+            double ram = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+            return gx_fail((double)scratch > ram ? GX_EINVAL : GX_ENOMEM, GX_SUB_COLL,
+                           "%s: count %zu of %s (%.1f GiB) needs %.1f GiB of scratch for the "
+                           "%s schedule, which cannot be allocated (this machine has %.1f GiB); "
+                           "is the count right?", fn, a->count, gx_datatype_name(a->dtype), gib,
+                           (double)scratch / (1024.0 * 1024.0 * 1024.0), coll_algo_name(algo),
+                           ram / (1024.0 * 1024.0 * 1024.0));
+        }
         return gx_fail(rc, GX_SUB_COLL, "%s: could not build the %s schedule (%s)", fn,
                        coll_algo_name(algo), gx_strerror(rc));
     }

@@ -16,6 +16,15 @@
 
 static int add_step(struct coll_op *op, int kind, int d0, int d1, int d2)
 {
+    /* Planning memory is bounded: past COLL_MAX_STEPS the build stops
+     * growing (the later calls of a huge loop cost a compare each) and the
+     * op fails with GX_ENOMEM; coll_issue names the count. */
+    if (op->nsteps >= COLL_MAX_STEPS) {
+        if (op->build_status == GX_OK)
+            op->build_status = GX_ENOMEM;
+        op->steps_capped = true;
+        return op->nsteps - 1; /* the last step is overwritten harmlessly */
+    }
     if (op->nsteps == op->cap) {
         int cap = op->cap ? op->cap * 2 : 32;
         struct coll_step *s = realloc(op->steps, (size_t)cap * sizeof(*s));
@@ -181,8 +190,10 @@ void *cs_scratch(struct coll_op *op, size_t bytes)
     if (op->scratch)
         coll_scratch_give(op->cc, op->scratch, op->scratch_size);
     op->scratch = coll_scratch_take(op->cc, bytes ? bytes : 1, &op->scratch_size);
-    if (!op->scratch)
+    if (!op->scratch) {
         op->build_status = GX_ENOMEM;
+        op->scratch_failed = bytes;
+    }
     return op->scratch;
 }
 

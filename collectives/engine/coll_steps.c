@@ -123,30 +123,41 @@ static uint32_t step_tag(const struct coll_op *op, const struct coll_step *s)
 }
 
 /* A shared-memory flag wait: done once every rank's counter has reached the
- * value. While it has not, now and then check that the ranks it waits for
- * still live (a dead process raises no flag and closes no connection the
- * engine watches here). */
+ * value. While it has not, now and then check that every rank it still waits
+ * for lives (a dead process raises no flag and closes no connection the
+ * engine watches here; the first missing rank may be alive but blocked while
+ * a later one is dead). */
 static void run_flag_wait(struct coll_op *op, struct coll_step *s)
 {
     const struct coll_shm_arena *ar = op->comm->shm;
     bool one = s->msg == 0; /* cs_flag_wait_one: rank s->peer only */
+    bool check = (++op->flag_polls & 4095) == 0;
+    int first_missing = -1;
     for (int j = one ? s->peer : 0; j < (one ? s->peer + 1 : ar->nranks); j++) {
         const uint64_t *f = (const uint64_t *)((const char *)s->src + (size_t)j * s->msg);
         if (__atomic_load_n(f, __ATOMIC_ACQUIRE) >= s->len)
             continue;
-        s->peer = j;
-        if ((++op->flag_polls & 4095) == 0 && shm_peer_gone(ar, j)) {
+        if (first_missing < 0)
+            first_missing = j;
+        if (!check)
+            break; /* the fast path stops at the first missing flag */
+        if (shm_peer_gone(ar, j)) {
             char what[160];
             coll_describe_op(op, what, sizeof(what));
+            s->peer = j;
             s->xop.status = GX_EPEER;
             s->state = STEP_DONE;
             coll_op_set_error(op, GX_EPEER, "%s failed: rank %d (pid %d) exited while rank %d waited "
                          "for it in the shared-memory arena", what, j, (int)ar->ctl[j].pid,
                          op->comm->rank);
+            return;
         }
-        return; /* stays waiting */
     }
-    s->state = STEP_DONE;
+    if (first_missing < 0) {
+        s->state = STEP_DONE;
+        return;
+    }
+    s->peer = first_missing; /* stays waiting */
 }
 
 /* GX_FAULT (coll_fault.c): true when the step was consumed by a fault. */

@@ -71,6 +71,11 @@ enum coll_step_kind {
 
 #define CS_MAX_DEPS 3
 
+/* The most steps one collective's schedule may hold (328 bytes each: 86 MB
+ * at most): a 64 GiB all-reduce in the node arena fits; a larger count is
+ * almost surely wrong and fails at once instead of planning for minutes. */
+#define COLL_MAX_STEPS (1 << 18)
+
 struct coll_step {
     uint8_t kind;
     uint8_t state;          /* 0 waiting, 1 posted, 2 done */
@@ -120,6 +125,8 @@ struct coll_op {
     int recvs_posted;       /* this op's share of the engine's receive budget */
     unsigned flag_polls;    /* unmet shared-memory flag checks (liveness checks) */
     int build_status;       /* first builder failure (GX_ENOMEM) */
+    bool steps_capped;      /* the build reached COLL_MAX_STEPS */
+    size_t scratch_failed;  /* bytes of scratch the build could not get */
     void *scratch;          /* back to the comm's pool when the op finishes */
     size_t scratch_size;
 

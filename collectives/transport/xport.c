@@ -15,6 +15,7 @@
 #include "collectives/transport/xport_internal.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/proc.h"
 #include "common/param.h"
 
 GX_PARAM_DEFINE(gx_param_provider, "GX_PROVIDER", GX_PARAM_STRING, "", NULL,
@@ -87,6 +88,31 @@ static int pick_net_provider(struct gx_xport *x, const char **out)
     return GX_OK;
 }
 
+/* While a mesh waits for its connections: stop at once when the bootstrap
+ * has heard of a failure (another rank's ABORT) or when a rank on this
+ * machine has died, instead of waiting for the set-up deadline. */
+static int xp_mesh_watch(void *ctx)
+{
+    struct gx_comm *c = ctx;
+    char msg[512];
+    gx_boot_progress(c->boot, 0);
+    int st = gx_boot_failure(c->boot, msg, sizeof(msg));
+    if (st != GX_OK)
+        return gx_fail(st, GX_SUB_COLL, "%s", msg);
+    const struct boot_rank_record *me = gx_boot_record(c->boot, c->world_ranks[c->rank]);
+    for (int r = 0; r < c->size; r++) {
+        const struct boot_rank_record *rec = gx_boot_record(c->boot, c->world_ranks[r]);
+        if (r == c->rank || strcmp(rec->host, me->host) != 0 || !gx_process_gone(rec->pid))
+            continue;
+        char who[160];
+        snprintf(msg, sizeof(msg), "%s died while the transport was being set up",
+                 gx_boot_describe(c->boot, c->world_ranks[r], who, sizeof(who)));
+        gx_boot_fail(c->boot, GX_EPEER, c->world_ranks[r], msg);
+        return gx_fail(GX_EPEER, GX_SUB_COLL, "%s", msg);
+    }
+    return GX_OK;
+}
+
 static int open_domain(struct gx_xport *x, const char *name, const unsigned char *mask,
                        struct xp_domain *d)
 {
@@ -100,6 +126,7 @@ static int open_domain(struct gx_xport *x, const char *name, const unsigned char
     attr.job_key = c->job_key;
     attr.rank = c->rank;
     attr.rail = c->local_rank; /* tcp: this local rank's GX_SOCKET_IFNAME entry */
+    gx_boot_job_id(c->boot, attr.job_id);
     if (strcmp(name, "verbs") == 0)
         attr.device = verbs_device_for(c, devbuf, sizeof(devbuf));
     if (attr.device)
@@ -120,6 +147,12 @@ static int open_domain(struct gx_xport *x, const char *name, const unsigned char
     ma.allgather = xp_allgather;
     ma.allgather_ctx = c;
     ma.peers = mask;
+    ma.watch = xp_mesh_watch;
+    ma.watch_ctx = c;
+    /* Never past init's deadline (GX_INIT_TIMEOUT) or GX_FAB_CONNECT_TIMEOUT. */
+    int left = gx_ms_left(gx_comm_op_deadline(c));
+    ma.timeout_ms = left < gx_fab_connect_timeout_ms() ? (left > 0 ? left : 1)
+                                                       : gx_fab_connect_timeout_ms();
     return gx_fab_mesh_create(d->dom, d->cq, &ma, &d->mesh);
 }
 

@@ -16,6 +16,8 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/proc.h"
+#include "common/reject_log.h"
 #include "common/sock.h"
 #include "fabric/shm/shm.h"
 
@@ -207,18 +209,22 @@ int shm_accept(struct gx_fab_listener *base, struct gx_fab_ep **out)
         }
         if (rc == GX_INPROGRESS) {
             if (gx_now_ns() > h->deadline) {
-                GX_WARN(GX_SUB_FABRIC, "shm: dropped a local connection: no handshake within "
-                        "%d ms", gx_fab_connect_timeout_ms());
+                gx_reject_note(GX_SUB_FABRIC, "shm", NULL, GX_REJECT_SILENT,
+                               "shm: dropped a local connection: no handshake within %d ms",
+                               gx_fab_connect_timeout_ms());
                 drop_half(l, i);
                 continue;
             }
             i++;
             continue;
         }
-        GX_WARN(GX_SUB_FABRIC, "shm: rejected a local connection: %s",
-                rc == GX_EAUTH    ? "wrong job key (another job, or GX_JOB_KEY differs)"
-                : rc == GX_EPROTO ? "not a gx shm peer or another handshake version"
-                                  : "it closed during the handshake");
+        gx_reject_note(GX_SUB_FABRIC, "shm", NULL,
+                       rc == GX_EAUTH ? GX_REJECT_KEY : rc == GX_EPROTO ? GX_REJECT_PROTO
+                                                                        : GX_REJECT_PROBE,
+                       "shm: rejected a local connection: %s",
+                       rc == GX_EAUTH    ? "wrong job key (another job, or GX_JOB_KEY differs)"
+                       : rc == GX_EPROTO ? "not a gx shm peer or another handshake version"
+                                         : "it closed during the handshake");
         drop_half(l, i);
     }
     return GX_INPROGRESS;
@@ -348,7 +354,11 @@ int shm_ep_establish(struct gx_fab_ep *base)
         if (poll(&pfd, 1, 0) > 0) {
             rc = gx_auth_connect(ep->sock, &ep->dom->key, GX_AUTH_SHM_DATA, ep->dom->base.rank, 0,
                                  ep->deadline);
-            if (rc == GX_EAUTH)
+            bool gone = rc != GX_OK && gx_process_gone(ep->peer_pid);
+            if (gone) /* a dead peer drops the handshake too: not a key problem */
+                rc = gx_fail(GX_EPEER, GX_SUB_FABRIC, "shm: %s exited during the handshake",
+                             ep->base.name);
+            else if (rc == GX_EAUTH)
                 rc = gx_fail(GX_EAUTH, GX_SUB_FABRIC, "shm: %s refused our job key, or is "
                              "another job (check GX_JOB_KEY)", ep->base.name);
             else if (rc != GX_OK)

@@ -41,6 +41,7 @@ static int shm_domain_open(const struct gx_fab_provider *prov, const struct gx_f
     if (!dom)
         return gx_fail(GX_ENOMEM, GX_SUB_FABRIC, "shm: out of memory opening a domain");
     gx_auth_key_derive(attr->job_key, &dom->key);
+    memcpy(dom->key.job_id, attr->job_id, sizeof(dom->key.job_id));
     gx_fab_mrtab_init(&dom->mrtab);
     read_boot_id(dom->boot_id);
     /* Let peers of this job read our buffers with process_vm_readv even when

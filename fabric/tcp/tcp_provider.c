@@ -49,6 +49,7 @@ static int tcp_domain_open(const struct gx_fab_provider *prov, const struct gx_f
         return rc;
     }
     gx_auth_key_derive(attr->job_key, &dom->key);
+    memcpy(dom->key.job_id, attr->job_id, sizeof(dom->key.job_id));
     gx_fab_mrtab_init(&dom->mrtab);
     char a[64];
     GX_INFO(GX_SUB_FABRIC, "tcp: domain on %s (%s), %d streams, striping from %zu bytes%s",

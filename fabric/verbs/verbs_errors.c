@@ -11,17 +11,29 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/param.h"
 #include "fabric/verbs/verbs.h"
+
+extern const struct gx_param gx_param_ib_retry_cnt; /* verbs_device.c */
 
 int verbs_wc_status_map(enum ibv_wc_status st, const char **hint)
 {
     switch (st) {
-    case IBV_WC_RETRY_EXC_ERR:
-        *hint = "transport retries exhausted: the peer is down or unreachable. Check that the "
-                "peer process and host are alive, the cables and switch ports, and on RoCE the "
-                "GID index (GX_IB_GID_INDEX) and IP routing; GX_IB_TIMEOUT and GX_IB_RETRY_CNT "
-                "set how long detection takes";
+    case IBV_WC_RETRY_EXC_ERR: {
+        /* Lossy links exhaust the retries too (softverbs at 20% loss did,
+         * with the peer up): do not claim the peer is down. */
+        static _Thread_local char text[512];
+        long long retries = 7;
+        if (gx_param_int(&gx_param_ib_retry_cnt, &retries) != GX_OK)
+            retries = 7;
+        snprintf(text, sizeof(text), "transport retries exhausted: the peer is down, or the "
+                 "link loses packets (%lld retries, GX_IB_RETRY_CNT). Check that the peer "
+                 "process and host are alive, the cables, switch ports and their error "
+                 "counters, and on RoCE the GID index (GX_IB_GID_INDEX) and IP routing; "
+                 "GX_IB_TIMEOUT and GX_IB_RETRY_CNT set how long detection takes", retries);
+        *hint = text;
         return GX_EPEER;
+    }
     case IBV_WC_RESP_TIMEOUT_ERR:
         *hint = "the peer stopped answering: peer down or link problem (cables, switch)";
         return GX_EPEER;

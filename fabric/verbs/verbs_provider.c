@@ -73,6 +73,7 @@ static int verbs_domain_open(const struct gx_fab_provider *prov,
     if (fl >= 0)
         fcntl(dom->ctx->async_fd, F_SETFL, fl | O_NONBLOCK);
     gx_auth_key_derive(attr->job_key, &dom->key);
+    memcpy(dom->key.job_id, attr->job_id, sizeof(dom->key.job_id));
     dom->base.rank = attr->rank;
     rc = verbs_rcache_open(dom);
     if (rc != GX_OK)

@@ -281,8 +281,10 @@ GX_API int gx_request_count(const struct gx_request *req, size_t *count_out);
  * every datatype; on integers it is the wrapped sum divided with C integer
  * division (as NCCL's ncclAvg). Argument errors (GX_EINVAL, naming the
  * argument) are detected on the calling rank before any communication; the
- * call still counts in the sequence of collectives, so peers that went ahead
- * fail with GX_EMISMATCH rather than pair with a later call. The non-blocking
+ * call still counts in the sequence of collectives, and the calling rank
+ * tells its peers at once, so peers that went ahead fail with GX_EMISMATCH
+ * naming the rank and its error (within a fraction of a second, not at
+ * GX_TIMEOUT) rather than pair with a later call. The non-blocking
  * form (gx_i*) returns a request; buffers stay untouched until it completes.
  * Several may be outstanding; they complete correctly in any interleaving
  * when issued in the same order on every rank. The blocking form waits up to

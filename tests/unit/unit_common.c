@@ -1,8 +1,10 @@
-/* Unit tests of common/: SHA-256, HMAC, parameter parsing, interface
- * filters, and the job-key handshake over a socketpair. */
+/* Unit tests of common/: SHA-256, HMAC, PBKDF2 (libcrypto), the job-key
+ * derivation's cost, key files, parameter parsing, interface filters, and
+ * the job-key handshake over a socketpair. */
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -11,7 +13,7 @@
 #include "common/clock.h"
 #include "common/crc32c.h"
 #include "common/param.h"
-#include "common/sha256.h"
+#include "common/crypto.h"
 #include "common/sock.h"
 #include "gx/gx.h"
 
@@ -25,30 +27,73 @@ static void test_sha256(void)
 {
     uint8_t d[32];
     char h[65];
-    struct gx_sha256 s;
-    gx_sha256_init(&s);
-    gx_sha256_update(&s, "abc", 3);
-    gx_sha256_final(&s, d);
+    gx_sha256("abc", 3, d);
     hex(d, 32, h);
     CHECK(strcmp(h, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad") == 0,
           "sha256(abc) = %s", h);
-    gx_sha256_init(&s);
     const char *two = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
-    gx_sha256_update(&s, two, strlen(two));
-    gx_sha256_final(&s, d);
+    gx_sha256(two, strlen(two), d);
     hex(d, 32, h);
     CHECK(strcmp(h, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1") == 0,
           "sha256(448 bits) = %s", h);
-    /* One million 'a', fed in odd pieces. */
-    gx_sha256_init(&s);
-    char block[1001];
-    memset(block, 'a', sizeof(block));
-    for (int i = 0; i < 1000; i++)
-        gx_sha256_update(&s, block, i % 2 ? 999 : 1001);
-    gx_sha256_final(&s, d);
+    static char million[1000000];
+    memset(million, 'a', sizeof(million));
+    gx_sha256(million, sizeof(million), d);
     hex(d, 32, h);
     CHECK(strcmp(h, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0") == 0,
           "sha256(1M a) = %s", h);
+    /* RFC 7914 section 11: PBKDF2-HMAC-SHA-256, P="passwd", S="salt", c=1. */
+    CHECK(gx_pbkdf2_sha256("passwd", 6, "salt", 4, 1, d) == 0, "pbkdf2");
+    hex(d, 32, h);
+    CHECK(strncmp(h, "55ac046e56e3089fec1691c22544b605f94185216dde0465e68b9d57c20dacbc", 64) == 0,
+          "pbkdf2(passwd, salt, 1) = %s", h);
+}
+
+static double ms_since(uint64_t t0)
+{
+    return (double)(gx_now_ns() - t0) / 1e6;
+}
+
+/* An offline guess costs >= 10 ms: the derivation of a user-chosen key is
+ * slow; it runs once per process (a second derivation is remembered); a
+ * generated 128-bit key is not stretched. */
+static void test_key_cost(void)
+{
+    struct gx_auth_key a, b, c;
+    uint64_t t0 = gx_now_ns();
+    gx_auth_key_derive("hunter2", &a);
+    double slow = ms_since(t0);
+    t0 = gx_now_ns();
+    gx_auth_key_derive("hunter2", &b);
+    double again = ms_since(t0);
+    CHECK(slow >= 10.0, "deriving a user key took %.2f ms, want >= 10", slow);
+    CHECK(again < slow / 4, "a second derivation took %.2f ms (first %.2f)", again, slow);
+    CHECK(memcmp(a.key, b.key, 32) == 0, "derivation is deterministic");
+    static const uint8_t zero[8];
+    CHECK(memcmp(a.job_id, zero, 8) == 0, "the job id is not derived from the key");
+    const char *gen = GX_AUTH_GENERATED_PREFIX "0123456789abcdef0123456789abcdef";
+    CHECK(gx_auth_key_is_generated(gen) && !gx_auth_key_is_generated("hunter2") &&
+          !gx_auth_key_is_generated(GX_AUTH_GENERATED_PREFIX "12"), "generated-key test");
+    t0 = gx_now_ns();
+    gx_auth_key_derive(gen, &c);
+    CHECK(ms_since(t0) < 5.0, "a generated key took %.2f ms", ms_since(t0));
+    CHECK(memcmp(a.key, c.key, 32) != 0, "different keys, different MAC keys");
+    printf("key derivation: %.1f ms for a user key (PBKDF2, %u rounds), %.3f ms remembered\n",
+           slow, GX_AUTH_KDF_ITERATIONS, again);
+}
+
+static void test_key_file(void)
+{
+    char path[] = "/tmp/gx-unit-key-XXXXXX", out[256], err[512];
+    int fd = mkstemp(path);
+    CHECK(fd >= 0 && write(fd, "s3cret-key-of-jobs\n", 19) == 19, "write key file");
+    close(fd);
+    CHECK(gx_auth_read_key_file(path, out, sizeof(out), err, sizeof(err)) == GX_OK &&
+          strcmp(out, "s3cret-key-of-jobs") == 0, "read key file: %s", err);
+    chmod(path, 0640);
+    CHECK(gx_auth_read_key_file(path, out, sizeof(out), err, sizeof(err)) == GX_EINVAL &&
+          strstr(err, "mode 0640") && strstr(err, "may read"), "0640 key file: %s", err);
+    unlink(path);
 }
 
 static void test_crc32c(void)
@@ -161,6 +206,8 @@ static void *server_thread(void *p)
 {
     struct server_arg *s = p;
     s->rc = gx_auth_accept_blocking(s->fd, &s->key, gx_deadline_after_ms(5000), &s->hello);
+    if (s->rc != GX_OK)
+        shutdown(s->fd, SHUT_RDWR); /* an acceptor drops a refused connection */
     return NULL;
 }
 
@@ -212,6 +259,8 @@ static void test_handshake(void)
 int main(void)
 {
     test_sha256();
+    test_key_cost();
+    test_key_file();
     test_crc32c();
     test_hmac();
     test_params();

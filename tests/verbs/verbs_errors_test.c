@@ -4,7 +4,7 @@
  * operator hint, within a deadline:
  *   status_map     every ibv_wc_status maps to the intended blast radius;
  *   link_down      the port drops every packet (SOFTVERBS_PORT_DOWN_FILE):
- *                  retry exceeded -> GX_EPEER, "peer is down or unreachable";
+ *                  retry exceeded -> GX_EPEER, "peer is down, or the link loses packets";
  *   bad_key        a forged remote key: initiator "remote access error",
  *                  target "refused an RDMA write" (GX_EPROTO both);
  *   killed_peer    the sender exits mid-transfer: the receiver fails with
@@ -33,7 +33,7 @@ static int t_status_map(void)
         int status;
         const char *hint;
     } cases[] = {
-        { IBV_WC_RETRY_EXC_ERR, GX_EPEER, "peer is down or unreachable" },
+        { IBV_WC_RETRY_EXC_ERR, GX_EPEER, "the peer is down, or the link loses packets (7 retries" },
         { IBV_WC_RETRY_EXC_ERR, GX_EPEER, "GID index" },
         { IBV_WC_RNR_RETRY_EXC_ERR, GX_EPROTO, "flow-control bug" },
         { IBV_WC_REM_ACCESS_ERR, GX_EPROTO, "stale or wrong" },

@@ -6,7 +6,9 @@
  * LOCAL_RANK, MASTER_ADDR, ...), generates the job key, hands rank 0 an
  * already-bound rendezvous socket (no port race), forwards SIGINT/SIGTERM,
  * and when a rank fails it stops the others and exits with that rank's
- * status, naming it.
+ * status, naming it. Ranks die with it: each is started with
+ * PR_SET_PDEATHSIG(SIGKILL), so a gx-run killed by kill -9 or the OOM killer
+ * leaves no orphans holding CPUs and ports.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -19,12 +21,14 @@
 #include <string.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "common/auth.h"
 #include "common/clock.h"
 #include "common/param.h"
 #include "common/sock.h"
@@ -51,6 +55,7 @@ struct run_opts {
     bool keep_going;
     int max_restarts;
     const char *job_key;
+    const char *job_key_file;
     const char *node_id;
     char **argv;
 };
@@ -66,8 +71,12 @@ static void usage(FILE *f)
             "      --node-rank R    this node's index, 0..M-1 (default 0)\n"
             "      --master H:P     rendezvous address (rank 0's node listens there);\n"
             "                       default 127.0.0.1 with a free port (single node only)\n"
-            "      --job-key KEY    shared secret (default: GX_JOB_KEY, or generated;\n"
-            "                       required with --nnodes > 1)\n"
+            "      --job-key-file F shared secret: the first line of file F, which must be\n"
+            "                       yours and not group/other-readable (default:\n"
+            "                       GX_JOB_KEY_FILE, GX_JOB_KEY, or a generated 128-bit key;\n"
+            "                       a key is required with --nnodes > 1)\n"
+            "      --job-key KEY    the same, given on the command line: visible to every\n"
+            "                       user in ps; prefer --job-key-file\n"
             "      --node-id ID     node identity for the ranks (sets GX_NODE_ID)\n"
             "      --timeout S      stop every rank after S seconds (exit 124)\n"
             "      --tag-output     prefix each output line with [rank N]\n"
@@ -84,7 +93,9 @@ static void usage(FILE *f)
             "(init_process_group), not gx's: a free port reserved for the job, or P+1\n"
             "with --master H:P.\n"
             "Exit status: 0 when every rank exits 0; else the first failing rank's\n"
-            "status (128+signal if killed).\n");
+            "status (128+signal if killed).\n"
+            "SIGINT, SIGTERM and SIGHUP are passed on to every rank; if gx-run itself is\n"
+            "killed (kill -9, the OOM killer), its ranks are killed with it.\n");
 }
 
 static int parse_count(const char *opt, const char *text, int min, int max, int *out)
@@ -128,6 +139,7 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
         { "node-rank", required_argument, NULL, 'R' },
         { "master", required_argument, NULL, 'm' },
         { "job-key", required_argument, NULL, 'k' },
+        { "job-key-file", required_argument, NULL, 'F' },
         { "node-id", required_argument, NULL, 'i' },
         { "timeout", required_argument, NULL, 't' },
         { "tag-output", no_argument, NULL, 'T' },
@@ -155,6 +167,7 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
             break;
         case 'm': o->master = optarg; break;
         case 'k': o->job_key = optarg; break;
+        case 'F': o->job_key_file = optarg; break;
         case 'i': o->node_id = optarg; break;
         case 't': {
             char *end;
@@ -194,11 +207,30 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
                 "node)\n", o->nnodes);
         return 2;
     }
-    if (!o->job_key)
+    if (o->job_key && o->job_key_file) {
+        fprintf(stderr, "gx-run: give --job-key or --job-key-file, not both\n");
+        return 2;
+    }
+    const char *env_file = getenv("GX_JOB_KEY_FILE");
+    if (!o->job_key && !o->job_key_file) {
         o->job_key = getenv("GX_JOB_KEY");
+        if ((!o->job_key || !o->job_key[0]) && env_file && env_file[0])
+            o->job_key_file = env_file;
+    }
+    if (o->job_key_file) {
+        static char file_key[256];
+        char err[768];
+        if (gx_auth_read_key_file(o->job_key_file, file_key, sizeof(file_key), err,
+                                  sizeof(err)) != GX_OK) {
+            fprintf(stderr, "gx-run: %s: %s\n", o->job_key_file == env_file ? "GX_JOB_KEY_FILE"
+                    : "--job-key-file", err);
+            return 2;
+        }
+        o->job_key = file_key;
+    }
     if (o->nnodes > 1 && (!o->job_key || !o->job_key[0])) {
-        fprintf(stderr, "gx-run: --nnodes %d needs a shared job key: pass --job-key or set "
-                "GX_JOB_KEY to the same secret on every node\n", o->nnodes);
+        fprintf(stderr, "gx-run: --nnodes %d needs a shared job key: pass --job-key-file (or "
+                "set GX_JOB_KEY_FILE) with the same secret on every node\n", o->nnodes);
         return 2;
     }
     o->argv = argv + optind;
@@ -274,12 +306,22 @@ static int spawn_rank(const struct run_opts *o, struct rank_proc *p, int local, 
     }
     int world = o->nlocal * o->nnodes;
     int rank = o->node_rank * o->nlocal + local;
+    pid_t launcher = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         perror("gx-run: fork");
         return -1;
     }
     if (pid == 0) {
+        /* Die with gx-run. If it died between fork and prctl, the signal was
+         * never armed: the parent is then no longer gx-run, so leave now. */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) {
+            fprintf(stderr, "gx-run: rank %d: prctl(PR_SET_PDEATHSIG): %s\n", rank,
+                    strerror(errno));
+            _exit(127);
+        }
+        if (getppid() != launcher)
+            _exit(128 + SIGKILL);
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
@@ -293,7 +335,8 @@ static int spawn_rank(const struct run_opts *o, struct rank_proc *p, int local, 
         setenv_int("GX_LOCAL_SIZE", o->nlocal);
         setenv("GX_MASTER_ADDR", master_host, 1);
         setenv_int("GX_MASTER_PORT", ports[0]);
-        setenv("GX_JOB_KEY", job_key, 1);
+        setenv("GX_JOB_KEY", job_key, 1); /* the environment is readable by us only */
+        unsetenv("GX_JOB_KEY_FILE");
         setenv("GX_INIT_METHOD", "env://", 1);
         setenv_int("RANK", rank);
         setenv_int("WORLD_SIZE", world);
@@ -358,14 +401,18 @@ static int torch_port(const struct run_opts *o, int gx_port, int *reserve_fd)
     return ntohs(a.sin_port);
 }
 
-static void make_job_key(char *out, size_t len)
+/* 128 random bits with a prefix that tells gx not to stretch them. */
+static int make_job_key(char *out, size_t len)
 {
     unsigned char raw[16];
-    if (gx_random_bytes(raw, sizeof(raw)) != GX_OK)
-        memset(raw, 0, sizeof(raw));
-    size_t n = 0;
+    if (gx_random_bytes(raw, sizeof(raw)) != GX_OK) {
+        fprintf(stderr, "gx-run: cannot generate a job key: getrandom: %s\n", strerror(errno));
+        return -1;
+    }
+    size_t n = (size_t)snprintf(out, len, "%s", GX_AUTH_GENERATED_PREFIX);
     for (size_t i = 0; i < sizeof(raw) && n + 3 < len; i++)
         n += (size_t)snprintf(out + n, len - n, "%02x", raw[i]);
+    return 0;
 }
 
 /* One run of the job: start this node's ranks, pump their output, stop
@@ -493,11 +540,11 @@ int main(int argc, char **argv)
     int rc = parse_args(argc, argv, &o);
     if (rc)
         return rc;
-    char key[64];
+    char key[256];
     if (o.job_key && o.job_key[0])
         snprintf(key, sizeof(key), "%s", o.job_key);
-    else
-        make_job_key(key, sizeof(key));
+    else if (make_job_key(key, sizeof(key)) != 0)
+        return 1;
 
     int listen_fd = -1, master_port = 0;
     char master_host[256] = "127.0.0.1";
@@ -529,7 +576,7 @@ int main(int argc, char **argv)
         if (o.node_rank == 0 &&
             bind_master(&o, &listen_fd, master_host, sizeof(master_host), &master_port))
             return 1;
-        char run_key[96];
+        char run_key[300];
         if (attempt == 0)
             snprintf(run_key, sizeof(run_key), "%s", key);
         else

@@ -86,6 +86,7 @@ tcp)
 file)
     n=$1
     start_ranks "$n" "file://$TMP/rendezvous" k2 basic || fail "file:// with $n ranks"
+    [ -e "$TMP/rendezvous" ] && fail "the rendezvous file was left behind after the job"
     ;;
 nodes) # two fake nodes via GX_NODE_ID, one gx-run per node
     port=$(free_port)
@@ -188,6 +189,149 @@ debug-file) # GX_DEBUG_FILE with %h and %p, GX_DEBUG=info, GX_DEBUG_SUBSYS filte
     [ "$n" -eq 2 ] || fail "expected one log file per rank named by host and pid, found $n"
     grep -q "INFO init: init done" "$TMP"/gx.*.log || fail "no init lines in the log files"
     grep -q " boot: " "$TMP"/gx.*.log && fail "GX_DEBUG_SUBSYS=init let boot lines through"
+    ;;
+unauth-probe) # what a connector without the key receives from three jobs (A1 and A2 share a
+    # key, B has another) is the same 32-byte challenge with random contents: no key fingerprint
+    P=$(dirname "$0")/probe_challenge.py; pids=(); args=()
+    for job in A1:correct-horse-battery-staple A2:correct-horse-battery-staple B:hunter2; do
+        name=${job%%:*}; key=${job#*:}; port=$(free_port)
+        GX_RANK=0 GX_SIZE=2 GX_INIT_METHOD=tcp://127.0.0.1:$port GX_JOB_KEY=$key \
+            timeout 60 "$CHECK" basic >"$TMP/$name.0.log" 2>&1 &
+        pids+=($!); args+=("$name=$port"); eval "port_$name=$port key_$name=$key"
+    done
+    sleep 0.5
+    python3 "$P" 10 "${args[@]}" >"$TMP/probe.log" 2>&1; prc=$?
+    cat "$TMP/probe.log"
+    for name in A1 A2 B; do
+        eval "port=\$port_$name key=\$key_$name"
+        GX_RANK=1 GX_SIZE=2 GX_INIT_METHOD=tcp://127.0.0.1:$port GX_JOB_KEY=$key \
+            timeout 60 "$CHECK" basic >"$TMP/$name.1.log" 2>&1 || fail "job $name rank 1 failed"
+    done
+    for p in "${pids[@]}"; do wait "$p" || fail "a rank 0 failed after the probes"; done
+    [ $prc -eq 0 ] || fail "an unauthenticated connector received something that depends on the key"
+    ;;
+key-warnings) # no key / a short key: one warning per rank saying how to set one; key files
+    port=$(free_port)
+    start_ranks 2 "tcp://127.0.0.1:$port" "" loop 2 || fail "a job without a key"
+    for r in 0 1; do
+        [ "$(grep -c "no job key: any process that can reach this job's ports can join it" "$TMP/rank$r.log")" -eq 1 ] \
+            || fail "rank $r: expected one warning about running without a key"
+    done
+    port=$(free_port)
+    start_ranks 2 "tcp://127.0.0.1:$port" hunter2 loop 2 || fail "a job with a short key"
+    [ "$(grep -c "the job key is 7 characters long.*GX_JOB_KEY_FILE" "$TMP/rank0.log")" -eq 1 ] \
+        || fail "expected one warning about the short key"
+    "$RUN" -n 2 --timeout 60 "$CHECK" loop 2 >"$TMP/gen.log" 2>&1 || fail "gx-run with a generated key"
+    grep -q "job key" "$TMP/gen.log" && fail "a generated key drew a warning"
+    printf 'a-long-enough-job-key-from-a-file\n' >"$TMP/key"; chmod 644 "$TMP/key"
+    "$RUN" -n 2 --timeout 60 --job-key-file "$TMP/key" "$CHECK" loop 1 >"$TMP/f1.log" 2>&1 && fail "gx-run took a 0644 key file"
+    grep -q -- "--job-key-file: refusing '$TMP/key' (owner uid [0-9]*, mode 0644): group or others may read" "$TMP/f1.log" \
+        || fail "gx-run did not name the readable key file and its mode"
+    GX_RANK=0 GX_SIZE=1 GX_JOB_KEY_FILE="$TMP/key" "$CHECK" expect-init-fail GX_EINVAL \
+        "GX_JOB_KEY_FILE: refusing '$TMP/key'" >"$TMP/f2.log" 2>&1 || fail "init took a 0644 GX_JOB_KEY_FILE"
+    chmod 600 "$TMP/key"
+    "$RUN" -n 2 --timeout 60 --job-key-file "$TMP/key" "$CHECK" loop 1 >"$TMP/f3.log" 2>&1 || fail "gx-run --job-key-file"
+    port=$(free_port)
+    GX_JOB_KEY_FILE="$TMP/key" start_ranks 2 "tcp://127.0.0.1:$port" "" loop 1 || fail "ranks with GX_JOB_KEY_FILE"
+    grep -q "job key" "$TMP/rank0.log" && fail "a key from GX_JOB_KEY_FILE drew a warning"
+    "$RUN" --help | grep -q "visible to every.*ps\|user in ps" || fail "--job-key help does not say ps shows it"
+    ;;
+dup-rank) # a second process started as rank 1 is told at once that rank 0 refused it
+    port=$(free_port); m=tcp://127.0.0.1:$port
+    GX_RANK=0 GX_SIZE=3 GX_INIT_METHOD=$m GX_JOB_KEY=dup-rank-test-key-1234 "$CHECK" basic >"$TMP/rank0.log" 2>&1 &
+    r0=$!
+    GX_RANK=1 GX_SIZE=3 GX_INIT_METHOD=$m GX_JOB_KEY=dup-rank-test-key-1234 "$CHECK" basic >"$TMP/rank1.log" 2>&1 &
+    r1=$!
+    sleep 0.5
+    t0=$(date +%s%N)
+    GX_RANK=1 GX_SIZE=3 GX_INIT_METHOD=$m GX_JOB_KEY=dup-rank-test-key-1234 "$CHECK" expect-init-fail GX_EINVAL \
+        "rank 0 refused this process as rank 1: rank 1 is already taken" >"$TMP/dup.log" 2>&1 \
+        || fail "the duplicate rank 1 was not told that rank 0 refused it"
+    ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+    echo "the duplicate failed after $ms ms"
+    [ $ms -lt 3000 ] || fail "the duplicate took $ms ms to fail"
+    GX_RANK=2 GX_SIZE=3 GX_INIT_METHOD=$m GX_JOB_KEY=dup-rank-test-key-1234 "$CHECK" basic >"$TMP/rank2.log" 2>&1 \
+        || fail "rank 2 failed: the duplicate disturbed the job"
+    wait $r0 || fail "rank 0 failed"; wait $r1 || fail "rank 1 failed"
+    ;;
+log-flood) # 200 hostile connections (garbage, probes, wrong MACs) at rank 0's bootstrap port:
+    # one full line for the source, then summaries by reason; every connection is counted
+    port=$(free_port)
+    GX_LOG_REJECT_INTERVAL=1 GX_RANK=0 GX_SIZE=2 GX_INIT_METHOD=tcp://127.0.0.1:$port \
+        GX_JOB_KEY=flood-test-key-0123456789 timeout 60 "$CHECK" basic >"$TMP/rank0.log" 2>&1 &
+    r0=$!
+    sleep 0.3
+    python3 "$(dirname "$0")/hostile_conns.py" $port 200 || fail "the hostile client failed"
+    GX_RANK=1 GX_SIZE=2 GX_INIT_METHOD=tcp://127.0.0.1:$port GX_JOB_KEY=flood-test-key-0123456789 \
+        timeout 60 "$CHECK" basic >"$TMP/rank1.log" 2>&1 || fail "rank 1 failed after the flood"
+    wait $r0 || fail "rank 0 failed after the flood"
+    lines=$(grep -c "bootstrap connection from\|bootstrap: rejected .* more connection" "$TMP/rank0.log")
+    full=$(grep -c "bootstrap connection from 127.0.0.1" "$TMP/rank0.log")
+    summed=$(sed -n 's/.*rejected \([0-9]*\) more connection(s) from 127.0.0.1 .*/\1/p' "$TMP/rank0.log" | paste -sd+ | bc)
+    echo "200 hostile connections: $lines log lines ($full in full), $((full + ${summed:-0})) counted"
+    grep "more connection" "$TMP/rank0.log" | head -3
+    [ "$full" -eq 1 ] || fail "expected one full line for the source, got $full"
+    [ "$lines" -le 8 ] || fail "$lines log lines for 200 connections"
+    [ $((full + ${summed:-0})) -eq 200 ] || fail "counted $((full + ${summed:-0})) of 200 connections"
+    grep -q "closed before the handshake (probes)" "$TMP/rank0.log" || fail "probes not counted"
+    grep -q "[0-9]* wrong job key" "$TMP/rank0.log" || fail "wrong keys not counted"
+    ;;
+launcher-killed) # kill -9 of gx-run: its ranks are gone within 1 s; SIGTERM and SIGINT
+    # to gx-run still reach every rank (set -m: a background job keeps SIGINT)
+    "$RUN" -n 3 --timeout 60 sh -c "echo \$\$ > $TMP/pid.\$GX_RANK; exec sleep 50" >"$TMP/a.log" 2>&1 &
+    launcher=$!
+    for i in $(seq 100); do [ "$(cat "$TMP"/pid.* 2>/dev/null | wc -l)" -eq 3 ] && break; sleep 0.05; done
+    pids=$(cat "$TMP"/pid.*); [ "$(echo "$pids" | wc -w)" -eq 3 ] || fail "ranks did not start"
+    trap 'kill $pids 2>/dev/null; rm -rf "$TMP"' EXIT
+    kill -9 $launcher; t0=$(date +%s%N)
+    # a dead rank may stay a zombie (state Z) when init does not reap: that is gone too
+    while ps -o stat= -p "$(echo $pids | tr ' ' ,)" | grep -qv '^Z'; do
+        [ $(( ($(date +%s%N) - t0) / 1000000 )) -gt 1000 ] && { ps -f -p "$(echo $pids | tr ' ' ,)"; fail "ranks still alive 1 s after gx-run was killed"; }
+        sleep 0.02
+    done
+    echo "ranks gone $(( ($(date +%s%N) - t0) / 1000000 )) ms after kill -9 of gx-run"
+    for sig in TERM INT; do
+        rm -f "$TMP"/got.*
+        set -m
+        "$RUN" -n 3 --timeout 60 sh -c "trap 'echo \$GX_RANK > $TMP/got.\$GX_RANK; exit 0' $sig; echo > $TMP/up.\$GX_RANK; while :; do sleep 0.05; done" >"$TMP/b.log" 2>&1 &
+        launcher=$!
+        set +m
+        for i in $(seq 100); do [ "$(ls "$TMP"/up.* 2>/dev/null | wc -l)" -eq 3 ] && break; sleep 0.05; done
+        sleep 0.1
+        kill -$sig $launcher
+        wait $launcher
+        [ "$(ls "$TMP"/got.* 2>/dev/null | wc -l)" -eq 3 ] || fail "SIG$sig to gx-run did not reach every rank"
+        rm -f "$TMP"/up.*
+    done
+    ;;
+planted-files) # a sticky world-writable directory (as /tmp) where user nobody planted a
+    # symlink and a file of its own at the log and rendezvous paths: gx refuses both
+    [ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root to plant a file owned by user nobody"; exit 77; }
+    S="$TMP/sticky"; mkdir -m 1777 "$S"
+    echo secret >"$TMP/target"; chmod 600 "$TMP/target"
+    ln -s "$TMP/target" "$S/gx.log"
+    GX_DEBUG=info GX_DEBUG_FILE="$S/gx.log" "$RUN" -n 2 --timeout 60 "$CHECK" loop 1 >"$TMP/a.log" 2>&1 \
+        || fail "a job with a planted GX_DEBUG_FILE link failed"
+    [ "$(cat "$TMP/target")" = secret ] || fail "log lines were appended through the planted symlink"
+    grep -q "GX_DEBUG_FILE: refusing '$S/gx.log' (owner uid 0, mode 0777.*symbolic link; logging to stderr" \
+        "$TMP/a.log" || fail "no warning naming the symlinked GX_DEBUG_FILE"
+    install -o nobody -m 644 /dev/null "$S/nobody.log"
+    GX_DEBUG=info GX_DEBUG_FILE="$S/nobody.log" "$RUN" -n 2 --timeout 60 "$CHECK" loop 1 >"$TMP/b.log" 2>&1 \
+        || fail "a job with a foreign GX_DEBUG_FILE failed"
+    [ -s "$S/nobody.log" ] && fail "log lines went into a file owned by nobody"
+    grep -q "refusing '$S/nobody.log' (owner uid 65534, mode 0644.*another user" "$TMP/b.log" \
+        || fail "no warning naming the foreign GX_DEBUG_FILE's owner and mode"
+    GX_DEBUG=info GX_DEBUG_FILE="$S/mine.log" "$RUN" -n 1 --timeout 60 "$CHECK" loop 1 >"$TMP/c.log" 2>&1
+    [ "$(stat -c %a "$S/mine.log")" = 600 ] || fail "GX_DEBUG_FILE created with mode $(stat -c %a "$S/mine.log")"
+    # file:// rendezvous: a pre-created 0666 file of nobody's, then a planted symlink
+    install -o nobody -m 666 /dev/null "$S/rdv"
+    GX_INIT_TIMEOUT=10 start_ranks 2 "file://$S/rdv" k expect-init-fail GX_ESYSTEM \
+        "refusing '$S/rdv' (owner uid 65534, mode 0666" || fail "the ranks did not refuse nobody's rendezvous file"
+    [ -s "$S/rdv" ] && fail "records were written into nobody's rendezvous file"
+    ln -s "$TMP/target" "$S/rdv2"
+    GX_INIT_TIMEOUT=10 start_ranks 2 "file://$S/rdv2" k expect-init-fail GX_ESYSTEM "symbolic link" \
+        || fail "the ranks did not refuse a symlinked rendezvous file"
+    [ "$(cat "$TMP/target")" = secret ] || fail "records were written through the planted symlink"
     ;;
 *) echo "unknown case $CASE"; exit 2 ;;
 esac

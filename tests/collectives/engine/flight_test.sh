@@ -42,11 +42,17 @@ files)
     echo secret > "$dir/target"
     ln -s "$dir/target" "$dir/gx-flight-$id-r0.txt"
     touch "$dir/gx-flight-$id-r1.txt"; chmod 666 "$dir/gx-flight-$id-r1.txt"
+    # a file planted by user nobody (as root only)
+    [ "$(id -u)" -eq 0 ] && install -o nobody -m 644 /dev/null "$dir/gx-flight-$id-r2.txt"
     "$bin/gx-run" -n 3 --timeout 60 --keep-going "$bin/flight_check" mismatch > "$dir/log" 2>&1
     [ "$(cat "$dir/target")" = secret ] || fail "the dump followed a planted symlink"
     [ -s "$dir/gx-flight-$id-r1.txt" ] && fail "the dump wrote into a group/other-writable file"
     grep -q "symbolic link" "$dir/log" || fail "no warning names the symlink"
     grep -q "refusing" "$dir/log" || fail "no warning names the refused file"
+    if [ "$(id -u)" -eq 0 ]; then
+        [ -s "$dir/gx-flight-$id-r2.txt" ] && fail "the dump wrote into a file owned by nobody"
+        grep -q "gx-flight-$id-r2.txt' (owner uid 65534, mode 0644" "$dir/log" || fail "nobody's file not named with owner and mode"
+    fi
     ;;
 *) echo "usage: $0 BIN_DIR mismatch|signal|files"; exit 2 ;;
 esac
