@@ -138,9 +138,10 @@ run_tool() { # TOOL RUN: CSV rows in $tmp/TOOL__RUN.csv (a failure is reported, 
     if [ $rc -ne 0 ]; then
         echo "   $tool FAILED ($rc):" >&2
         tail -n 5 "$out.err" | sed 's/^/     | /' >&2
+        echo "$tool (run $((run + 1)), exit $rc): $(grep -m1 -iE 'segmentation|error|fail' "$out.err" | cut -c1-160)" >>"$tmp/failed"
         return 0
     fi
-    grep -E '^all_reduce,' "$out.raw" | grep ',out-of-place,' >"$out" || true
+    grep -E '^(all_reduce|mpi_allreduce),' "$out.raw" | grep ',out-of-place,' >"$out" || true
 }
 tools=(${HIER_BENCH_TOOLS:-gx-hier gx-ring gx-rhd ompi-tcp ompi ompi-han})
 : >"$tmp/load"
@@ -191,6 +192,9 @@ EOF
 )
 suffix= title=
 if [ "$rails" = 1 ]; then suffix=-rails title=", two rails"; fi
+failed="none"
+[ -s "$tmp/failed" ] && failed=$(sed 's/^/- /' "$tmp/failed")
+btype=$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$build/CMakeCache.txt")
 loads=$(awk '{ printf "%s%s %s %s", (NR > 1 ? "; " : ""), $2, $3, $4 }' "$tmp/load")
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')
 text="# Hierarchical all-reduce, 2 netns nodes x 2 ranks$title
@@ -200,8 +204,12 @@ perf/hier_bench.sh -r $runs -n $iters -w $warmup$([ "$rails" = 1 ] && echo " --r
 blocking; busbw in GB/s (median of $runs runs); ratios are medians of per-run ratios.
 GX_SOCKET_IFNAME=$ifname. gx-flat = the better of gx-ring and gx-rhd in each run.
 Load average (1, 5, 15 min) before each run and after the last: $loads.
+gx build: $build (CMAKE_BUILD_TYPE '${btype:-default}'); Open MPI $(mpirun --version 2>/dev/null | head -1 | awk '{print $NF}').
 
 $report
+
+Runs that failed:
+$failed
 "
 echo "$text"
 if [ "$record" = 1 ]; then
