@@ -118,6 +118,7 @@ struct dpdk_ep {
     uint32_t lost_scan;                 /* lowest PSN that may be SEG_LOST */
     uint32_t txno, delivered_txno;
     double cwnd, ssthresh;
+    uint32_t cwnd_cap;                  /* segments: GX_DPDK_INFLIGHT_MAX / mss */
     uint32_t recover_psn;               /* no new window cut until snd_una passes it */
     bool in_recovery;
     bool probed;                        /* tail loss probe sent since the last progress */
@@ -222,7 +223,8 @@ void dpdk_ep_progress(struct gx_fab_ep *ep);
 /* ---- dpdk_provider.c ---------------------------------------------------- */
 struct dpdk_tuning {
     uint64_t rto_min_ns, rto_max_ns, peer_timeout_ns, fd_check_ns;
-    uint32_t cwnd_init, cwnd_min, cwnd_max;
+    uint32_t cwnd_init, cwnd_min;
+    uint64_t inflight_max;              /* bytes */
 };
 extern struct dpdk_tuning dpdk_tuning;
 struct dpdk_ep *dpdk_ep_alloc(struct dpdk_domain *dom, struct dpdk_cq *cq);

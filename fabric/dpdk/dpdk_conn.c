@@ -67,6 +67,9 @@ static int apply_info(struct dpdk_ep *ep, const struct gx_dpdk_conn_info *pi)
     fill_info(ep, &mine);
     uint16_t mtu = pi->mtu < mine.mtu ? pi->mtu : mine.mtu;
     ep->mss = (uint32_t)(mtu - GX_DPDK_IP_LEN - GX_DPDK_UDP_LEN - sizeof(struct gx_dpdk_hdr));
+    uint64_t cap = dpdk_tuning.inflight_max / ep->mss;
+    ep->cwnd_cap = (uint32_t)(cap > GX_DPDK_WINDOW ? GX_DPDK_WINDOW
+                              : cap < dpdk_tuning.cwnd_min ? dpdk_tuning.cwnd_min : cap);
     memcpy(ep->addr.src_mac, mine.mac, 6);
     memcpy(ep->addr.dst_mac, pi->mac, 6);
     ep->addr.src_ip = mine.ip;

@@ -32,8 +32,9 @@
 #include "fabric/dpdk/dpdk.h"
 
 GX_PARAM_DEFINE(gx_param_dpdk_eal_args, "GX_DPDK_EAL_ARGS", GX_PARAM_STRING,
-                "--no-huge -m 512 --no-pci", NULL,
-                "EAL arguments of the dpdk provider (space-separated). gx adds "
+                "--no-huge -m 512 --no-pci --no-shconf --no-telemetry", NULL,
+                "EAL arguments of the dpdk provider (space-separated; --no-shconf: no files "
+                "under /var/run/dpdk). gx adds "
                 "--file-prefix gx-<pid>, -l <current cpu> and --log-level=warning unless given.");
 GX_PARAM_DEFINE(gx_param_dpdk_vdev, "GX_DPDK_VDEV", GX_PARAM_STRING, "", NULL,
                 "The dpdk provider's port: a vdev (net_memif0,role=server,socket=/run/x.sock; "
@@ -168,6 +169,8 @@ static int eal_init(int rank)
         GX_TRACE(GX_SUB_FABRIC, "dpdk: EAL argument %s", argv[i]);
     int rc = rte_eal_init(argc, argv);
     pthread_setaffinity_np(pthread_self(), sizeof(saved), &saved);
+    if (rc >= 0)
+        rmdir(rte_eal_get_runtime_dir()); /* empty with --no-shconf --no-telemetry */
     if (rc < 0)
         return gx_fail(GX_ESYSTEM, GX_SUB_FABRIC, "dpdk: rte_eal_init failed: %s (GX_DPDK_EAL_ARGS"
                        "='%s', GX_DPDK_VDEV entry '%s')", rte_strerror(rte_errno), user, vdev);
@@ -257,6 +260,8 @@ static void port_stop_at_exit(void)
     P.started = false;
     P.closed = true; /* a progress thread still polling finds nothing to touch */
     rte_spinlock_recursive_unlock(&P.lock);
+    /* EAL leaves /var/run/dpdk/<prefix>; with --no-shconf it is empty. */
+    rmdir(rte_eal_get_runtime_dir());
     if (!started)
         return;
     /* memif in DPDK 22.11 has crashed when a peer disconnects while the

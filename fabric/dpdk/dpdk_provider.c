@@ -31,16 +31,22 @@ GX_PARAM_DEFINE(gx_param_dpdk_cwnd_min, "GX_DPDK_CWND_MIN", GX_PARAM_INT, "64", 
                 "Smallest window a loss halves (or a timeout sets) a dpdk connection's congestion "
                 "window to, in segments: random loss then costs retransmissions, not the rate.");
 
+GX_PARAM_DEFINE(gx_param_dpdk_inflight_max, "GX_DPDK_INFLIGHT_MAX", GX_PARAM_SIZE, "2M", NULL,
+                "Most bytes a dpdk connection keeps unacknowledged (caps the congestion window: "
+                "more only fills queues and inflates the round trip).");
+
 struct dpdk_tuning dpdk_tuning;
 
 static int read_tuning(void)
 {
+    size_t inflight = 2u << 20;
     long long rto_min = 4000, rto_max = 100000, peer = 5000, cw = 64, cwmin = 64;
     if (gx_param_int(&gx_param_dpdk_rto_min, &rto_min) != GX_OK ||
         gx_param_int(&gx_param_dpdk_rto_max, &rto_max) != GX_OK ||
         gx_param_int(&gx_param_dpdk_peer_timeout, &peer) != GX_OK ||
         gx_param_int(&gx_param_dpdk_cwnd_init, &cw) != GX_OK ||
-        gx_param_int(&gx_param_dpdk_cwnd_min, &cwmin) != GX_OK)
+        gx_param_int(&gx_param_dpdk_cwnd_min, &cwmin) != GX_OK ||
+        gx_param_size(&gx_param_dpdk_inflight_max, &inflight) != GX_OK)
         return GX_EINVAL;
     if (rto_min < 10 || rto_max < rto_min || peer < 10 || cw < 1 || cw > (long long)GX_DPDK_WINDOW ||
         cwmin < 1 || cwmin > cw)
@@ -53,7 +59,7 @@ static int read_tuning(void)
     dpdk_tuning.fd_check_ns = 1000000;
     dpdk_tuning.cwnd_init = (uint32_t)cw;
     dpdk_tuning.cwnd_min = (uint32_t)cwmin;
-    dpdk_tuning.cwnd_max = GX_DPDK_WINDOW;
+    dpdk_tuning.inflight_max = inflight;
     return GX_OK;
 }
 

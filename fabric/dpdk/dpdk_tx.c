@@ -260,8 +260,8 @@ void dpdk_tx_ack_in(struct dpdk_ep *ep, const struct gx_dpdk_hdr *h, const uint8
                 ep->cwnd += newly;
             else
                 ep->cwnd += (double)newly / ep->cwnd;
-            if (ep->cwnd > dpdk_tuning.cwnd_max)
-                ep->cwnd = dpdk_tuning.cwnd_max;
+            if (ep->cwnd > ep->cwnd_cap)
+                ep->cwnd = ep->cwnd_cap;
         }
         complete_ops(ep);
     }
