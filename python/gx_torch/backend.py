@@ -38,7 +38,7 @@ import torch
 import torch.distributed as dist
 
 from . import _libgx as gx
-from ._ops import Op, CollectiveIssuer
+from ._ops import CollectiveIssuer
 
 BACKEND_NAME = "gx"
 _BOOT_KEY = "gx_torch/boot"

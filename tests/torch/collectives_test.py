@@ -11,6 +11,7 @@ formula of the ranks; every check prints what differs and the script exits 1
 if any failed. Exit 77 when torch is missing.
 """
 import datetime
+import os
 import sys
 
 try:
@@ -22,6 +23,12 @@ except ImportError as e:
 
 import gx_torch  # noqa: F401  registers "gx"
 
+
+def say(line):
+    """One write() per line: ranks share the output and must not interleave."""
+    os.write(1, (line + "\n").encode())
+
+
 failures = []
 
 
@@ -29,9 +36,9 @@ def check(name, got, want):
     ok = got.dtype == want.dtype and got.shape == want.shape and torch.equal(got, want)
     if not ok:
         failures.append(name)
-        print(f"rank {RANK}: FAIL {name}: got {got.flatten()[:8].tolist()} {got.dtype} "
-              f"{tuple(got.shape)}, want {want.flatten()[:8].tolist()} {want.dtype} "
-              f"{tuple(want.shape)}", flush=True)
+        say(f"rank {RANK}: FAIL {name}: got {got.flatten()[:8].tolist()} {got.dtype} "
+            f"{tuple(got.shape)}, want {want.flatten()[:8].tolist()} {want.dtype} "
+            f"{tuple(want.shape)}")
 
 
 def val(r, n, dtype):
@@ -250,7 +257,7 @@ def test_p2p_async_objects():
     dist.all_gather_object(objs, {"rank": RANK, "name": f"r{RANK}"})
     if objs != [{"rank": r, "name": f"r{r}"} for r in range(WORLD)]:
         failures.append("all_gather_object")
-        print(f"rank {RANK}: FAIL all_gather_object: {objs}", flush=True)
+        say(f"rank {RANK}: FAIL all_gather_object: {objs}")
     lst = [f"from {RANK}", RANK] if RANK == 0 else [None, None]
     dist.broadcast_object_list(lst, src=0)
     if lst != ["from 0", 0]:
@@ -311,9 +318,8 @@ def main():
     test_no_leak()
     dist.barrier()
     dist.destroy_process_group()
-    print(f"rank {RANK}: {len(failures)} failure(s) in every collective on {WORLD} ranks, "
-          f"backend gx: {'PASS' if not failures else 'FAIL ' + ', '.join(failures[:5])}",
-          flush=True)
+    say(f"rank {RANK}: {len(failures)} failure(s) in every collective on {WORLD} ranks, "
+      f"backend gx: {'PASS' if not failures else 'FAIL ' + ', '.join(failures[:5])}")
     return 1 if failures else 0
 
 

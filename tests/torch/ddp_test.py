@@ -34,6 +34,12 @@ except ImportError as e:
 
 import gx_torch  # noqa: F401  registers "gx"
 
+
+def say(line):
+    """One write() per line: ranks share the output and must not interleave."""
+    os.write(1, (line + "\n").encode())
+
+
 BATCH = 8  # per rank
 
 
@@ -94,10 +100,10 @@ def equivalence(args, rank, world):
     dist.broadcast(root, 0)
     spread = (flat - root).abs().max().item()
     ok = diff <= args.tol and spread == 0.0
-    print(f"rank {rank}: DDP {args.steps} steps on {world} ranks: final loss gloo {ref_loss:.5f} "
-          f"gx {got_loss:.5f}; state max relative difference gx vs gloo {diff:.3g} (bound "
-          f"{args.tol:g}); across gx replicas {spread:.3g}; time gloo {t1 - t0:.2f} s, gx "
-          f"{t2 - t1:.2f} s: {'PASS' if ok else 'FAIL'}", flush=True)
+    say(f"rank {rank}: DDP {args.steps} steps on {world} ranks: final loss gloo {ref_loss:.5f} "
+        f"gx {got_loss:.5f}; state max relative difference gx vs gloo {diff:.3g} (bound "
+        f"{args.tol:g}); across gx replicas {spread:.3g}; time gloo {t1 - t0:.2f} s, gx "
+        f"{t2 - t1:.2f} s: {'PASS' if ok else 'FAIL'}")
     return 0 if ok else 1
 
 
@@ -116,10 +122,10 @@ def killed_peer(args, rank, world):
         except RuntimeError as e2:
             sync = "" if "GX_E" in str(e2) else f"a later all_reduce raised: {e2}"
         ok = named and not sync
-        print(f"{'PASS' if ok else 'FAIL'} rank {rank}: training raised after {took:.1f} s: "
-              f"{msg.splitlines()[0][:300]} {sync}", flush=True)
+        say(f"{'PASS' if ok else 'FAIL'} rank {rank}: training raised after {took:.1f} s: "
+            f"{msg.splitlines()[0][:300]} {sync}")
         os._exit(0 if ok else 1)  # the group is broken: skip its teardown
-    print(f"FAIL rank {rank}: training finished although rank {args.kill} died", flush=True)
+    say(f"FAIL rank {rank}: training finished although rank {args.kill} died")
     return 1
 
 

@@ -31,12 +31,12 @@ case "$got" in
 *) fail "expected the installed module to load $TMP/prefix/lib/libgx.so.0" ;;
 esac
 cat >"$TMP/job.py" <<'PYEOF'
-import torch, torch.distributed as dist, gx_torch
+import os, torch, torch.distributed as dist, gx_torch
 dist.init_process_group("gx")
 t = torch.ones(4) * (dist.get_rank() + 1)
 dist.all_reduce(t)
 assert torch.equal(t, torch.full((4,), 3.0)), t
-print("PASS rank", dist.get_rank(), "libgx from", gx_torch.library_path())
+os.write(1, f"PASS rank {dist.get_rank()} libgx from {gx_torch.library_path()}\n".encode())
 PYEOF
 PYTHONPATH="$(dirname "$pkg")" "$BUILD/bin/gx-run" -n 2 --timeout 60 $PY "$TMP/job.py" >"$TMP/job.out" 2>&1 ||
     { cat "$TMP/job.out"; fail "2-rank job with the installed module"; }

@@ -21,6 +21,11 @@ except ImportError as e:
 import gx_torch
 
 
+def say(line):
+    """One write() per line: ranks share the output and must not interleave."""
+    os.write(1, (line + "\n").encode())
+
+
 def main():
     rank, world, launcher = gx_torch.launcher_rank_size()
     want = int(os.environ["OMPI_COMM_WORLD_RANK"])
@@ -34,9 +39,9 @@ def main():
           and t.item() == sum(range(world)) and u.item() == world)
     comm.close()
     dist.destroy_process_group()
-    print(f"{'PASS' if ok else 'FAIL'} rank {rank} of {world} (from {launcher}; "
-          f"OMPI_COMM_WORLD_RANK={want}, SLURM_PROCID={os.environ.get('SLURM_PROCID')}; "
-          f"gx Communicator rank {comm.rank})", flush=True)
+    say(f"{'PASS' if ok else 'FAIL'} rank {rank} of {world} (from {launcher}; "
+        f"OMPI_COMM_WORLD_RANK={want}, SLURM_PROCID={os.environ.get('SLURM_PROCID')}; "
+        f"gx Communicator rank {comm.rank})")
     return 0 if ok else 1
 
 

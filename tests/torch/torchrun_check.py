@@ -22,10 +22,15 @@ except ImportError as e:
 import gx_torch
 
 
+def say(line):
+    """One write() per line: ranks share the output and must not interleave."""
+    os.write(1, (line + "\n").encode())
+
+
 def main():
     for var in ("GX_RANK", "GX_MASTER_PORT"):
         if var in os.environ:
-            print(f"FAIL: {var} is set; this test is about torchrun's variables alone")
+            say(f"FAIL: {var} is set; this test is about torchrun's variables alone")
             return 1
     dist.init_process_group("gx")
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -40,8 +45,8 @@ def main():
     ok = ok and comm.rank == rank and torch.equal(u, torch.full((3,), float(sum(range(world)))))
     comm.close()
     dist.destroy_process_group()
-    print(f"{'PASS' if ok else 'FAIL'} rank {rank} of {world}: backend gx and a gx Communicator "
-          f"under torchrun (MASTER_PORT={os.environ['MASTER_PORT']})", flush=True)
+    say(f"{'PASS' if ok else 'FAIL'} rank {rank} of {world}: backend gx and a gx Communicator "
+        f"under torchrun (MASTER_PORT={os.environ['MASTER_PORT']})")
     return 0 if ok else 1
 
 
