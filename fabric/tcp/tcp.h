@@ -99,7 +99,12 @@ struct tcp_ep {
     /* receives; message sequence k lands in rx[k % depth] */
     struct tcp_rxslot *rx;
     uint64_t rx_post, rx_done;
+    uint64_t eof_ns;   /* when the first stream ended cleanly; 0 none */
 };
+
+/* After one stream of a peer ends cleanly, how long the others may take to
+ * end too (their data is delivered meanwhile) before the endpoint fails. */
+#define GX_TCP_EOF_GRACE_NS 1000000000ull
 
 struct tcp_group {
     int rank;

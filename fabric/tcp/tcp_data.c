@@ -17,6 +17,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "fabric/tcp/tcp.h"
 
@@ -304,9 +305,11 @@ static void rx_io_end(struct tcp_ep *ep, struct tcp_stream *s, ssize_t n)
          * streams before closing is still to be read, so the endpoint fails
          * only once every stream has ended. */
         s->rx_eof = true;
+        if (!ep->eof_ns)
+            ep->eof_ns = gx_now_ns();
         for (int i = 0; i < ep->nstreams; i++)
             if (!ep->streams[i].rx_eof)
-                return;
+                return; /* tcp_ep_progress() bounds the wait */
     }
     if (n == 0)
         ep_fail(ep, GX_EPEER, 0, "peer closed the connection%s (process exited or endpoint closed)",
@@ -372,6 +375,17 @@ void tcp_ep_progress(struct gx_fab_ep *base)
         return;
     for (int i = 0; i < ep->nstreams; i++)
         stream_rx(ep, &ep->streams[i]);
+    /* A stream still open after another ended may be waiting for a receive
+     * that is never posted: the peer is gone all the same. */
+    if (ep->state == EP_ESTABLISHED && ep->eof_ns &&
+        gx_now_ns() - ep->eof_ns > GX_TCP_EOF_GRACE_NS) {
+        int open = 0;
+        for (int i = 0; i < ep->nstreams; i++)
+            open += !ep->streams[i].rx_eof;
+        ep_fail(ep, GX_EPEER, 0, "peer closed the connection (process exited or endpoint "
+                "closed; %d of %d streams still held a message no receive was posted for "
+                "after 1 s)", open, ep->nstreams);
+    }
     for (int i = 0; i < ep->nstreams; i++)
         stream_tx(ep, &ep->streams[i]);
     if (ep->state == EP_ESTABLISHED)

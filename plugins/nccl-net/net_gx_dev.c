@@ -1,8 +1,8 @@
 /*
  * net_gx_dev.c - the NCCL net plugin's devices and logging.
  *
- * Devices are gx fabric devices: every device the verbs provider probes when
- * it is built and an HCA is active, else the one interface the tcp provider
+ * Devices are gx fabric devices: every active verbs port that GX_IB_HCA keeps
+ * when the verbs provider is built and finds one, else the one interface the tcp provider
  * uses (GX_SOCKET_IFNAME picks it, as for every gx job). GX_NCCL_PROVIDER
  * forces one. Speeds and PCI paths come from the topology layer (hwloc), with
  * the kernel's /sys/class/net/<if>/speed and 10 Gb/s as fallbacks.
@@ -17,6 +17,7 @@
 #include "common/param.h"
 #include "common/sock.h"
 #include "plugins/nccl-net/net_gx.h"
+#include "topology/hca_filter.h"
 #include "topology/topo.h"
 
 GX_PARAM_DEFINE(gx_param_nccl_provider, "GX_NCCL_PROVIDER", GX_PARAM_ENUM, "auto",
@@ -150,11 +151,19 @@ static int add_verbs_devs(struct gx_topo *topo)
     if (gx_fab_probe(prov, info, GXN_MAX_DEVS, &count) != GX_OK)
         return 0;
     int before = ndevs;
+    const char *spec = gx_topo_hca_spec(); /* GX_IB_HCA, or NCCL_IB_HCA */
     for (int i = 0; i < count && i < GXN_MAX_DEVS; i++) {
-        const char *colon = strchr(info[i].name, ':');
-        add_dev(prov, info[i].name, info[i].name, topo, GX_TOPO_RDMA_NIC, colon ? atoi(colon + 1) : 1);
-        if (info[i].link_bps)
-            devs[ndevs - 1].speed_mbps = (int)(info[i].link_bps * 8 / 1000000);
+        char hca[64];
+        snprintf(hca, sizeof(hca), "%s", info[i].name);
+        char *colon = strchr(hca, ':');
+        int port = colon ? atoi(colon + 1) : 1;
+        if (colon)
+            *colon = '\0';
+        /* probe lists every port; NCCL gets the active ones the filter keeps */
+        if (info[i].link_bps == 0 || !gx_topo_hca_filter_match(spec, hca, port))
+            continue;
+        add_dev(prov, info[i].name, info[i].name, topo, GX_TOPO_RDMA_NIC, port);
+        devs[ndevs - 1].speed_mbps = (int)(info[i].link_bps * 8 / 1000000);
     }
     return ndevs - before;
 }

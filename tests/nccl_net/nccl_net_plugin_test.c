@@ -11,7 +11,7 @@
  * refused (its connect fails by name, the listener yields no comm), then a
  * child with the right key sends messages the parent receives and checks.
  *
- * Usage: nccl_net_plugin_test <path to libnccl-net-gx.so> [8|9|10|11|fork]...
+ * Usage: nccl_net_plugin_test <path to libnccl-net-gx.so> [name=PREFIX] [8|9|10|11|fork]...
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -45,6 +45,7 @@ _Static_assert(offsetof(gxn_net_v11_t, set_net_attr) == 21 * sizeof(void *), "v1
 #define DEADLINE_S 30
 
 static atomic_int warnings;
+static const char *want_name = "gx-"; /* "name=PREFIX": device 0's name starts so */
 static int version;
 static void *tables;
 
@@ -254,7 +255,7 @@ static void run_version(void *lib, int v)
         if (v == 11)
             CHECK(pr.max_multi_request_size == 1, "v11 maxMultiRequestSize");
     }
-    CHECK(strncmp(dname, "gx-", 3) == 0 && speed > 0 && ptr == GXN_PTR_HOST && maxrecvs == 1,
+    CHECK(strncmp(dname, want_name, strlen(want_name)) == 0 && speed > 0 && ptr == GXN_PTR_HOST && maxrecvs == 1,
           "device 0: name '%s' speed %d ptrSupport %d maxRecvs %d", dname, speed, ptr, maxrecvs);
     fprintf(stderr, "v%d: %d device(s), device 0 %s at %d Mb/s\n", v, ndev, dname, speed);
 
@@ -461,7 +462,9 @@ int main(int argc, char **argv)
         run_version(lib, 8);
     }
     for (int i = 2; i < argc; i++) {
-        if (strcmp(argv[i], "fork") == 0) {
+        if (strncmp(argv[i], "name=", 5) == 0) {
+            want_name = argv[i] + 5;
+        } else if (strcmp(argv[i], "fork") == 0) {
             tables = dlsym(lib, "ncclNetPlugin_v11");
             CHECK(tables, "ncclNetPlugin_v11 not exported");
             run_fork();

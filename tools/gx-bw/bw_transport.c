@@ -96,8 +96,11 @@ const char *bw_default_provider(void)
     for (size_t i = 0; (prov = gx_fab_provider_at(i)) != NULL; i++) {
         struct gx_fab_devinfo dev[4];
         int n = 0;
-        if (strcmp(prov->name, "verbs") == 0 && gx_fab_probe(prov, dev, 4, &n) == GX_OK && n > 0)
-            return "verbs";
+        if (strcmp(prov->name, "verbs") != 0 || gx_fab_probe(prov, dev, 4, &n) != GX_OK)
+            continue;
+        for (int k = 0; k < n && k < 4; k++)
+            if (dev[k].link_bps > 0) /* probe lists inactive ports too, at 0 */
+                return "verbs";
     }
     return "tcp";
 }
