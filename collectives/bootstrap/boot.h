@@ -56,9 +56,10 @@ int gx_boot_send(struct gx_boot *boot, int peer, uint64_t comm_id, uint64_t tag,
 int gx_boot_recv(struct gx_boot *boot, int peer, uint64_t comm_id, uint64_t tag, void *buf,
                  size_t len, uint64_t deadline);
 /** Best-effort send: a peer that is gone or does not read is not a failure
- *  of the job (no failed state, nothing logged). */
+ *  of the job (no failed state, nothing logged). Without `connect`, only over
+ *  a connection already open (nothing sent otherwise). */
 int gx_boot_notify(struct gx_boot *boot, int peer, uint64_t comm_id, uint64_t tag,
-                   const void *buf, size_t len, uint64_t deadline);
+                   const void *buf, size_t len, uint64_t deadline, bool connect);
 /** Non-blocking receive: GX_INPROGRESS when the message has not arrived. */
 int gx_boot_try_recv(struct gx_boot *boot, int peer, uint64_t comm_id, uint64_t tag,
                      void *buf, size_t len);

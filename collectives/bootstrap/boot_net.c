@@ -449,12 +449,12 @@ int gx_boot_send(struct gx_boot *boot, int peer, uint64_t comm_id, uint64_t tag,
 }
 
 int gx_boot_notify(struct gx_boot *boot, int peer, uint64_t comm_id, uint64_t tag,
-                   const void *buf, size_t len, uint64_t deadline)
+                   const void *buf, size_t len, uint64_t deadline, bool connect)
 {
     pthread_mutex_lock(&boot->lock);
     int rc = GX_EINVAL;
     if (boot->fail_status == GX_OK && peer >= 0 && peer < boot->size && peer != boot->rank &&
-        len <= BOOT_MSG_MAX_LEN)
+        len <= BOOT_MSG_MAX_LEN && (connect || boot->out_fd[peer] >= 0))
         rc = send_msg(boot, peer, BOOT_MSG_DATA, comm_id, tag, buf, len, deadline, true);
     pthread_mutex_unlock(&boot->lock);
     return rc;

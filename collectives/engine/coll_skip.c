@@ -20,7 +20,6 @@
 #define SKIP_COMM_SALT 0x534b49505f5f5f31ull /* "SKIP___1" */
 #define SKIP_MAGIC 0x67784b53u
 #define SKIP_POLL_NS 5000000ull              /* look at the bootstrap at most every 5 ms */
-#define SKIP_SEND_MS 200                     /* a send to a rank that does not read */
 #define SKIP_KEEP 16                         /* rejected calls remembered per communicator */
 
 enum skip_type { SKIP_REJECTED = 1, SKIP_FINALIZED = 2, SKIP_BARRIER = 3 };
@@ -60,14 +59,23 @@ static uint64_t skip_tag(enum skip_type t)
     return BOOT_TAG(0, BOOT_OP_USER, t);
 }
 
+/* A rejected call or a finalize is rare: every peer is told. A barrier is
+ * frequent: the two ring neighbours (every collective's descriptor exchange
+ * waits on them; their ABORT then reaches the rest) and the peers this rank
+ * already has a bootstrap connection to, so a barrier costs O(log n) messages,
+ * never n^2 connections. A connection not yet open gets the communicator's
+ * full deadline: a short one could leave the acceptor with a stream the
+ * connector gave up. */
 static void send_all(struct gx_comm *c, struct skip_msg *m)
 {
     m->magic = SKIP_MAGIC;
+    bool everyone = m->type != SKIP_BARRIER;
+    int next = (c->rank + 1) % c->size, prev = (c->rank + c->size - 1) % c->size;
     for (int r = 0; r < c->size; r++)
         if (r != c->rank)
             (void)gx_boot_notify(c->boot, c->world_ranks[r], skip_comm(c),
-                               skip_tag((enum skip_type)m->type), m, sizeof(*m),
-                               gx_deadline_after_ms(SKIP_SEND_MS));
+                                 skip_tag((enum skip_type)m->type), m, sizeof(*m),
+                                 gx_comm_op_deadline(c), everyone || r == next || r == prev);
 }
 
 void coll_skip_announce_rejected(struct gx_comm *c, uint64_t seq, int kind, int status,

@@ -5,10 +5,11 @@
  *   FINALIZED it called gx_comm_finalize after #N: it issues nothing later;
  *   BARRIER   it called gx_barrier as #N (the barrier counts in the sequence
  *             of collectives, so a peer in another collective #N fails).
- * The rank sends the notice over the bootstrap to every other rank of the
- * communicator at once; each rank's engine polls for notices and fails a
- * collective they concern with GX_EMISMATCH naming the rank and its error,
- * within a fraction of a second instead of at GX_TIMEOUT.
+ * The rank sends the notice over the bootstrap (REJECTED, FINALIZED: to
+ * every peer; BARRIER: to its ring neighbours and the peers it is already
+ * connected to); their engines poll for notices and fail the collective
+ * concerned with GX_EMISMATCH naming the rank and its error, and their ABORT
+ * carries it to the others: within a fraction of a second, not GX_TIMEOUT.
  *
  * Owns: the notices (their own comm id space on the bootstrap) and the
  * per-communicator record of the ones received. Runs with cc->mu held
