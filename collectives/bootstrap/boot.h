@@ -19,6 +19,7 @@
 #ifndef GX_BOOT_H
 #define GX_BOOT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -68,6 +69,25 @@ int gx_boot_failure(struct gx_boot *boot, char *msg, size_t len);
 void gx_boot_fail(struct gx_boot *boot, int status, int failed_rank, const char *msg);
 /** Close every connection at once (abort). */
 void gx_boot_shutdown(struct gx_boot *boot);
+
+/* Recovery (boot_recover.c), for gx_comm_shrink and gx_comm_revoke. */
+/** Leave the failed state and start a new epoch (older ABORTs become stale);
+ *  until gx_boot_recover_end() failures met are the caller's, not the job's.
+ *  `failed_rank` gets the rank the failed state named (-1: none). */
+int gx_boot_recover_begin(struct gx_boot *boot, int *failed_rank);
+void gx_boot_recover_end(struct gx_boot *boot);
+/** True when the peer is known gone (closed its connection, or marked dead). */
+bool gx_boot_peer_gone(struct gx_boot *boot, int peer);
+/** Send an empty message with `tag`, quietly (no log, no failed state):
+ *  GX_EPEER when the peer is gone (refused, reset, closed), GX_ETIMEOUT when
+ *  it did not take the message in time (alive but busy, or stopped).
+ *  A dead peer's socket may take one ping before it reports the reset. */
+int gx_boot_ping(struct gx_boot *boot, int peer, uint64_t comm_id, uint64_t tag, int wait_ms);
+/** The survivors agreed `peer` is gone: never send to it or mind its news. */
+void gx_boot_mark_dead(struct gx_boot *boot, int peer);
+/** From any thread: make waits inside the bootstrap return GX_EABORTED at
+ *  once (on), or stop doing so (off). */
+void gx_boot_interrupt(struct gx_boot *boot, bool on);
 
 /** A short description of a world rank for messages: "rank 3 (host:pid)". */
 const char *gx_boot_describe(const struct gx_boot *boot, int rank, char *buf, size_t len);

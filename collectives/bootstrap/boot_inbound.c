@@ -104,8 +104,8 @@ static void handle_abort(struct gx_boot *b, int peer, const struct boot_msg *m)
         return;
     memcpy(&p, m->data, sizeof(p));
     p.message[sizeof(p.message) - 1] = '\0';
-    if (b->fail_status != GX_OK)
-        return;
+    if (b->fail_status != GX_OK || p.epoch < b->epoch)
+        return; /* already failed, or news from before the last shrink */
     int status = (p.status < 0 && p.status > -700) ? p.status : GX_EPEER;
     char msg[512];
     snprintf(msg, sizeof(msg), "%s (reported by rank %d)", p.message, (int)p.origin_rank);

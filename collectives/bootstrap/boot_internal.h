@@ -54,6 +54,14 @@ struct gx_boot {
     bool abort_to_forward;
     bool sending_abort;
     bool shut;
+    /* Recovery (boot_recover.c): ranks the survivors agreed are gone, the
+     * recovery epoch (ABORTs of an older epoch are stale), whether a shrink
+     * is running (failures it meets are its own business, not the job's),
+     * and a request from another thread to stop waiting (abort, revoke). */
+    bool *dead;
+    uint32_t epoch;
+    bool recovering;
+    atomic_bool interrupted;
 };
 
 /* Allocate the per-rank arrays and the lock (rendezvous fills the rest). */
@@ -64,6 +72,9 @@ int boot_send_locked(struct gx_boot *boot, int peer, uint64_t comm_id, uint64_t 
                      const void *buf, size_t len, uint64_t deadline);
 int boot_recv_locked(struct gx_boot *boot, int peer, uint64_t comm_id, uint64_t tag, void *buf,
                      size_t len, uint64_t deadline);
+/* Send without failing the boot or logging when the peer is unreachable. */
+int boot_send_quiet_locked(struct gx_boot *b, int peer, uint64_t comm_id, uint64_t tag,
+                           const void *buf, size_t len, uint64_t deadline);
 int boot_progress_locked(struct gx_boot *boot, int wait_ms, int extra_fd, short extra_events);
 /* Remember the first failure (status, the rank that caused it, why) and
  * flag it for the ABORT flood (boot_net.c). Lock held. */

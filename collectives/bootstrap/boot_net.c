@@ -32,6 +32,7 @@ const char *boot_op_name(uint64_t tag)
     case BOOT_OP_SPLIT: return "comm split";
     case BOOT_OP_FINALIZE: return "finalize";
     case BOOT_OP_USER: return "address exchange";
+    case BOOT_OP_SHRINK: return "comm shrink";
     }
     return "bootstrap operation";
 }
@@ -44,7 +45,8 @@ int boot_alloc(int rank, int size, const char *job_key, struct gx_boot **out)
     b->records = calloc((size_t)size, sizeof(*b->records));
     b->out_fd = malloc((size_t)size * sizeof(int));
     b->in = calloc((size_t)size, sizeof(*b->in));
-    if (!b->records || !b->out_fd || !b->in) {
+    b->dead = calloc((size_t)size, sizeof(*b->dead));
+    if (!b->records || !b->out_fd || !b->in || !b->dead) {
         boot_free(b);
         return GX_ENOMEM;
     }
@@ -101,6 +103,7 @@ void boot_free(struct gx_boot *b)
     free(b->records);
     free(b->out_fd);
     free(b->in);
+    free(b->dead);
     pthread_mutex_destroy(&b->lock);
     free(b);
 }
@@ -145,8 +148,10 @@ const char *gx_boot_describe(const struct gx_boot *boot, int rank, char *buf, si
 
 void boot_set_failure(struct gx_boot *b, int status, int failed_rank, const char *msg)
 {
-    if (b->fail_status != GX_OK)
+    if (b->fail_status != GX_OK || b->recovering)
         return;
+    if (failed_rank >= 0 && failed_rank < b->size && b->dead[failed_rank])
+        return; /* old news: the survivors have already left it behind */
     b->fail_status = status;
     b->failed_rank = failed_rank;
     snprintf(b->fail_msg, sizeof(b->fail_msg), "%s", msg);
@@ -168,11 +173,13 @@ static void forward_abort(struct gx_boot *b)
         .origin_rank = b->rank,
         .failed_rank = b->failed_rank,
         .status = b->fail_status,
+        .epoch = b->epoch,
     };
     snprintf(p.message, sizeof(p.message), "%s", b->fail_msg);
     for (int step = 1; step < b->size; step <<= 1) {
         int peer = (b->rank + step) % b->size;
-        if (peer == b->failed_rank || peer == b->rank || b->records[peer].addr_len == 0)
+        if (peer == b->failed_rank || peer == b->rank || b->records[peer].addr_len == 0 ||
+            b->dead[peer])
             continue;
         (void)send_msg(b, peer, BOOT_MSG_ABORT, 0, 0, &p, sizeof(p),
                        gx_deadline_after_ms(BOOT_ABORT_SEND_MS), true);
@@ -231,6 +238,8 @@ static int peer_failed(struct gx_boot *b, int status, int peer, const char *fmt,
 static int wait_servicing(struct gx_boot *b, int fd, short events, uint64_t deadline)
 {
     for (;;) {
+        if (atomic_load(&b->interrupted))
+            return GX_EABORTED;
         int left = gx_ms_left(deadline);
         int rc = boot_progress_locked(b, left < 100 ? left : 100, fd, events);
         if (rc < 0)
@@ -346,6 +355,9 @@ static int send_msg(struct gx_boot *b, int peer, uint16_t type, uint64_t comm_id
 {
     if (b->shut)
         return GX_EABORTED;
+    if (b->dead[peer])
+        return gx_fail(GX_EPEER, GX_SUB_BOOT, "rank %d left the job (the survivors shrank "
+                       "their communicator without it)", peer);
     if (b->out_fd[peer] < 0) {
         int rc = connect_peer(b, peer, deadline, quiet);
         if (rc != GX_OK)
@@ -375,6 +387,14 @@ int boot_send_locked(struct gx_boot *b, int peer, uint64_t comm_id, uint64_t tag
         return gx_fail(GX_EINVAL, GX_SUB_BOOT, "bootstrap send: bad peer %d or length %zu",
                        peer, len);
     return send_msg(b, peer, BOOT_MSG_DATA, comm_id, tag, buf, len, deadline, false);
+}
+
+int boot_send_quiet_locked(struct gx_boot *b, int peer, uint64_t comm_id, uint64_t tag,
+                           const void *buf, size_t len, uint64_t deadline)
+{
+    if (peer < 0 || peer >= b->size || peer == b->rank || len > BOOT_MSG_MAX_LEN)
+        return GX_EINVAL;
+    return send_msg(b, peer, BOOT_MSG_DATA, comm_id, tag, buf, len, deadline, true);
 }
 
 int gx_boot_send(struct gx_boot *boot, int peer, uint64_t comm_id, uint64_t tag,
@@ -444,6 +464,9 @@ int boot_recv_locked(struct gx_boot *b, int peer, uint64_t comm_id, uint64_t tag
         int rc = try_recv_locked(b, peer, comm_id, tag, buf, len);
         if (rc != GX_INPROGRESS)
             return rc;
+        if (atomic_load(&b->interrupted))
+            return gx_fail(GX_EABORTED, GX_SUB_BOOT, "rank %d: %s interrupted by an abort or "
+                           "revoke from another thread", b->rank, boot_op_name(tag));
         int left = gx_ms_left(deadline);
         if (left == 0) {
             char who[128];

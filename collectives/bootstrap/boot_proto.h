@@ -44,13 +44,15 @@ enum boot_op_kind {
     BOOT_OP_SPLIT = 6,
     BOOT_OP_FINALIZE = 7,
     BOOT_OP_USER = 8, /* other layers' exchanges (fabric addresses, ...) */
+    BOOT_OP_SHRINK = 9, /* gx_comm_shrink's agreement on who is gone */
 };
 
 struct boot_abort_payload {
     int32_t origin_rank; /* rank that first detected the failure */
     int32_t failed_rank; /* rank that failed (-1 if unknown) */
     int32_t status;      /* gx status */
-    char message[500];
+    uint32_t epoch;      /* sender's recovery epoch: older ones are stale */
+    char message[496];
 };
 
 /* One rank's registration record. */

@@ -197,6 +197,7 @@ static struct gx_comm *comm_alloc(struct gx_boot *boot, int rank, int size)
     pthread_mutex_init(&c->lock, NULL);
     atomic_init(&c->async_status, GX_OK);
     atomic_init(&c->aborted, false);
+    atomic_init(&c->shrunk, false);
     c->rank_node = c->world_ranks + size;
     c->rank_local = c->rank_node + size;
     c->node_first = c->rank_local + size;
@@ -291,7 +292,7 @@ struct split_entry {
     int32_t key;
 };
 
-static uint64_t child_comm_id(uint64_t parent, uint64_t seq, int color)
+uint64_t gx_comm_child_id(uint64_t parent, uint64_t seq, int color)
 {
     uint8_t msg[20], digest[GX_SHA256_LEN];
     memcpy(msg, &parent, 8);
@@ -354,26 +355,33 @@ GX_API int gx_comm_split(struct gx_comm *comm, int color, int key, struct gx_com
     for (int i = 0; i < n; i++)
         if (members[i] == comm->rank)
             new_rank = i;
+    free(all);
+    char suffix[16];
+    snprintf(suffix, sizeof(suffix), "/%d", mine.color);
+    rc = gx_comm_derive(comm, members, n, new_rank, gx_comm_child_id(comm->comm_id, seq, mine.color),
+                        suffix, out);
+    free(members);
+    return rc == GX_OK ? GX_OK : gx_comm_note_failure(comm, rc);
+}
+
+int gx_comm_derive(struct gx_comm *comm, const int *members, int n, int new_rank,
+                   uint64_t comm_id, const char *suffix, struct gx_comm **out)
+{
     struct gx_comm *c = comm_alloc(comm->boot, new_rank, n);
-    if (!c) {
-        free(members);
-        free(all);
-        return gx_fail(GX_ENOMEM, GX_SUB_INIT, "gx_comm_split: out of memory");
-    }
+    if (!c)
+        return gx_fail(GX_ENOMEM, GX_SUB_INIT, "communicator of %d ranks: out of memory", n);
     for (int i = 0; i < n; i++)
         c->world_ranks[i] = comm->world_ranks[members[i]];
-    free(members);
-    free(all);
     gx_boot_retain(comm->boot);
-    c->comm_id = child_comm_id(comm->comm_id, seq, mine.color);
+    c->comm_id = comm_id;
     c->op_timeout_ms = comm->op_timeout_ms;
-    snprintf(c->name, sizeof(c->name), "%.20s/%d", comm->name, mine.color);
+    snprintf(c->name, sizeof(c->name), "%.20s%.10s", comm->name, suffix);
     snprintf(c->job_key, sizeof(c->job_key), "%s", comm->job_key);
     snprintf(c->nic_name, sizeof(c->nic_name), "%s", comm->nic_name);
     c->nic_port = comm->nic_port;
     c->gpu_nic_path = comm->gpu_nic_path;
     compute_nodes(c);
-    rc = gx_xport_open(c, &c->xport);
+    int rc = gx_xport_open(c, &c->xport);
     if (rc == GX_OK)
         rc = gx_coll_shm_open(c);
     if (rc == GX_OK)
@@ -381,7 +389,7 @@ GX_API int gx_comm_split(struct gx_comm *comm, int color, int key, struct gx_com
     if (rc != GX_OK) {
         comm_free(c);
         gx_boot_release(comm->boot);
-        return gx_comm_note_failure(comm, rc);
+        return rc;
     }
     *out = c;
     return GX_OK;
@@ -425,6 +433,7 @@ GX_API void gx_comm_abort(struct gx_comm *comm)
              gx_boot_rank(comm->boot), comm->name);
     GX_WARN(GX_SUB_INIT, "%s", msg);
     gx_comm_set_async_error(comm, GX_EABORTED, msg);
+    gx_boot_interrupt(comm->boot, true); /* a thread waiting in the bootstrap lets go */
     gx_boot_fail(comm->boot, GX_EABORTED, gx_boot_rank(comm->boot), msg);
     gx_boot_shutdown(comm->boot);
     if (comm->xport)

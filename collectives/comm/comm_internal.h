@@ -54,6 +54,8 @@ struct gx_comm {
     uint64_t seq;               /* bootstrap operations issued on this comm */
     bool finalized;
     atomic_bool aborted;
+    atomic_bool shrunk;         /* gx_comm_shrink left it behind: its failures are old news */
+    uint32_t shrinks;           /* gx_comm_shrink calls on it (the same on every survivor) */
     atomic_int async_status;    /* first failure; GX_OK while healthy */
     char async_msg[512];        /* written once, before async_status is set */
 };
@@ -84,6 +86,14 @@ void gx_coll_comm_destroy(struct gx_comm *c);
 /** Probe the network link between nodes for the cost model (coll_probe.c);
  *  collective: every rank of the communicator calls it at set-up. */
 int gx_coll_probe(struct gx_comm *c);
+
+/** A communicator of `n` of `comm`'s ranks (`members`, ascending by new
+ *  rank; this rank is members[new_rank]) with its own transport and arena;
+ *  collective over the members (split, shrink). Does not note failures. */
+int gx_comm_derive(struct gx_comm *comm, const int *members, int n, int new_rank,
+                   uint64_t comm_id, const char *suffix, struct gx_comm **out);
+/** A child communicator's id: the same on every member, distinct per call. */
+uint64_t gx_comm_child_id(uint64_t parent, uint64_t seq, int color);
 
 /** All-gather over the bootstrap (for other layers' address exchange). */
 int gx_comm_boot_allgather(struct gx_comm *c, const void *mine, void *all, size_t each);

@@ -141,7 +141,8 @@ void coll_comm_broken(struct coll_comm *cc, int status, const char *msg, int fai
     struct gx_comm *c = cc->comm;
     gx_comm_set_async_error(c, status, msg);
     coll_flight_dump(cc->flight, c, gx_strerror(status));
-    if (status != GX_EABORTED && gx_boot_failure(c->boot, NULL, 0) == GX_OK)
+    if (status != GX_EABORTED && !atomic_load(&c->shrunk) &&
+        gx_boot_failure(c->boot, NULL, 0) == GX_OK)
         gx_boot_fail(c->boot, status, failed_world_rank, msg);
     gx_xport_abort(c->xport);
     for (struct coll_op *op = cc->head; op; op = op->next) {

@@ -5,20 +5,23 @@
  *
  * Grammar (docs/reliability.md): rules separated by ';', each
  *   ACTION:KEY=VALUE[,KEY=VALUE...]
- * ACTION  kill | stop | drop | delay | close | regfail
+ * ACTION  kill | stop | drop | delay | close | regfail | corrupt
  * KEYS    rank=R   the communicator rank that acts (required)
  *         coll=S   the collective's sequence number on that communicator
  *                  (required but for delay; 1 is the first collective)
  *         step=K   the step of that collective's schedule, by index (default
  *                  0: the mismatch-descriptor send every collective starts
- *                  with); drop loses the first send at or after it
+ *                  with); drop loses the first send at or after it,
+ *                  corrupt acts on the first receive at or after it
  *         comm=N   only on the communicator named N (default: any)
  *         ms=M     delay: how long each send waits (default 10)
  *         prob=P   delay: the share of sends delayed, 0..1 (default 1)
  * kill/stop raise SIGKILL/SIGSTOP in the rank; drop loses one message
  * silently (the sender's step completes, the receiver never gets it); delay
  * holds sends back; close breaks the rank's link to the step's peer; regfail
- * makes the transport's next memory registration fail.
+ * makes the transport's next memory registration fail; corrupt flips a bit
+ * of the receive's message as it arrives (only the sender's GX_CHECKSUM=1
+ * can catch it: no other check would).
  *
  * Owns: parsing GX_FAULT once per process and deciding, per step, whether a
  * rule fires. Each rule fires once (delay: on every matching send). Must
@@ -39,7 +42,7 @@
 
 GX_PARAM_DEFINE(gx_param_fault, "GX_FAULT", GX_PARAM_STRING, "", NULL,
                 "Fault injection for tests: 'ACTION:rank=R,coll=S[,step=K][,comm=N]' rules "
-                "separated by ';' (kill, stop, drop, delay with ms= and prob=, close, regfail); "
+                "separated by ';' (kill, stop, drop, delay with ms= and prob=, close, regfail, corrupt); "
                 "see docs/reliability.md.");
 
 #define MAX_RULES 16
@@ -65,7 +68,7 @@ static pthread_mutex_t fire_mu = PTHREAD_MUTEX_INITIALIZER;
 static const char *const action_names[] = {
     [COLL_FAULT_NONE] = "none", [COLL_FAULT_KILL] = "kill",   [COLL_FAULT_STOP] = "stop",
     [COLL_FAULT_DROP] = "drop", [COLL_FAULT_DELAY] = "delay", [COLL_FAULT_CLOSE] = "close",
-    [COLL_FAULT_REGFAIL] = "regfail",
+    [COLL_FAULT_REGFAIL] = "regfail", [COLL_FAULT_CORRUPT] = "corrupt",
 };
 
 static int parse_rule(char *text, struct fault_rule *r)
@@ -75,7 +78,7 @@ static int parse_rule(char *text, struct fault_rule *r)
         return -1;
     *colon = 0;
     *r = (struct fault_rule){ .rank = -1, .step = 0, .ms = 10, .prob = 1.0 };
-    for (int a = COLL_FAULT_KILL; a <= COLL_FAULT_REGFAIL; a++)
+    for (int a = COLL_FAULT_KILL; a <= COLL_FAULT_CORRUPT; a++)
         if (strcmp(text, action_names[a]) == 0)
             r->action = (enum coll_fault_action)a;
     if (r->action == COLL_FAULT_NONE)
@@ -128,7 +131,7 @@ static void parse(void)
         if (nrules == MAX_RULES || parse_rule(rule, &rules[nrules]) != 0) {
             snprintf(parse_error, sizeof(parse_error), "GX_FAULT: cannot use the rule '%s' "
                      "(expected ACTION:rank=R,coll=S[,step=K][,comm=N][,ms=M][,prob=P] with "
-                     "ACTION one of kill stop drop delay close regfail; at most %d rules)", shown,
+                     "ACTION one of kill stop drop delay close regfail corrupt; at most %d rules)", shown,
                      MAX_RULES);
             parse_failed = true;
             nrules = 0;
@@ -172,7 +175,9 @@ enum coll_fault_action coll_fault_at_step(const struct gx_comm *c, uint64_t seq,
         }
         if (r->fired || r->coll != seq)
             continue;
-        if (r->action == COLL_FAULT_DROP ? !is_send || msg_step < r->step : msg_step != r->step)
+        if (r->action == COLL_FAULT_DROP ? !is_send || msg_step < r->step
+            : r->action == COLL_FAULT_CORRUPT ? is_send || msg_step < r->step
+                                              : msg_step != r->step)
             continue;
         r->fired = true;
         act = r->action;

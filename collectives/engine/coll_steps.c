@@ -166,6 +166,8 @@ static bool inject_fault(struct coll_op *op, struct coll_step *s)
         gx_xport_inject(op->comm->xport, s->peer, XP_INJECT_CLOSE);
     else if (f == COLL_FAULT_REGFAIL)
         gx_xport_inject(op->comm->xport, s->peer, XP_INJECT_REGFAIL);
+    else if (f == COLL_FAULT_CORRUPT)
+        gx_xport_inject_corrupt(op->comm->xport, s->peer, step_tag(op, s));
     return false;
 }
 

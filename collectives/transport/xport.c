@@ -27,6 +27,11 @@ GX_PARAM_DEFINE(gx_param_eager_limit, "GX_EAGER_LIMIT", GX_PARAM_SIZE, "16K", NU
                 "Largest message sent eagerly (copied through bounce slots); larger ones use "
                 "rendezvous and are written straight into the receive buffer.");
 
+GX_PARAM_DEFINE(gx_param_checksum, "GX_CHECKSUM", GX_PARAM_BOOL, "0", NULL,
+                "Checksum every message this rank sends (CRC-32C; the receiver verifies and "
+                "fails the link naming the sender on a mismatch). Catches corruption the "
+                "fabric missed, at the cost of one pass over the data on each side.");
+
 static int xp_allgather(void *ctx, const void *mine, void *all, size_t len)
 {
     return gx_comm_boot_allgather(ctx, mine, all, len);
@@ -173,6 +178,8 @@ int gx_xport_open(struct gx_comm *c, struct gx_xport **out)
         rc = gx_fail(GX_EINVAL, GX_SUB_COLL, "GX_EAGER_LIMIT=%zu must be 256 B..1 MiB",
                      x->eager_limit);
     x->eager_limit = (x->eager_limit + 63) & ~(size_t)63;
+    if (rc == GX_OK)
+        rc = gx_param_bool(&gx_param_checksum, &x->checksum);
 
     /* Which meshes: decided from shared facts only. */
     bool any_shared_node = false;

@@ -50,6 +50,8 @@ struct xp_op {
     size_t len;              /* send: bytes; receive: capacity */
     size_t received;         /* receive: bytes of the matched message */
     uint32_t id;             /* rendezvous id */
+    uint32_t crc;            /* rendezvous receive: the data's CRC-32C, when has_crc */
+    bool has_crc;
     struct xp_op *next;      /* queue link, private */
     void *reg;               /* rendezvous registration, private */
     char err[200];           /* why it failed (already logged once) */
@@ -82,5 +84,7 @@ const char *gx_xport_provider_of(const struct gx_xport *x, int peer);
  * registration fail. */
 enum xp_inject { XP_INJECT_CLOSE = 1, XP_INJECT_REGFAIL };
 void gx_xport_inject(struct gx_xport *x, int peer, enum xp_inject what);
+/** GX_FAULT corrupt: flip a bit of the message with `tag` from `peer` when it arrives. */
+void gx_xport_inject_corrupt(struct gx_xport *x, int peer, uint32_t tag);
 
 #endif

@@ -29,6 +29,7 @@ struct xp_unexpected {
     struct xp_unexpected *next;
     uint32_t tag;
     uint8_t type;            /* XP_MSG_EAGER or XP_MSG_RTS */
+    bool rts_crc;            /* the RTS carries the data's CRC-32C */
     struct xp_rts rts;
     size_t len;
     char data[];             /* eager payload */
@@ -61,6 +62,8 @@ struct xp_peer {
     int ctl_count;
     int ctl_cap;
     int failed;                                  /* status once the link broke */
+    bool inject_corrupt;                         /* GX_FAULT: corrupt its message with */
+    uint32_t corrupt_tag;                        /* this tag when it arrives */
 };
 
 struct gx_xport {
@@ -77,6 +80,7 @@ struct gx_xport {
     uint32_t next_recv_id;
     struct xp_op *rndv[XP_RNDV_TABLE];           /* receives by recv_id % table */
     bool inject_regfail;                         /* GX_FAULT: fail the next registration */
+    bool checksum;                               /* GX_CHECKSUM: checksum what we send */
 };
 
 /* xport_p2p.c */

@@ -11,6 +11,7 @@
 
 #include "collectives/comm/comm_internal.h"
 #include "collectives/transport/xport_internal.h"
+#include "common/crc32c.h"
 #include "common/log.h"
 
 enum xp_state { XP_ST_NEW = 0, XP_ST_EAGER, XP_ST_RTS_SENT, XP_ST_WRITING, XP_ST_RNDV_RECV };
@@ -90,12 +91,31 @@ static void release_send_slot(struct xp_slot *s)
     s->peer->send_free++;
 }
 
+static uint16_t fold16(uint32_t crc)
+{
+    return (uint16_t)(crc ^ (crc >> 16));
+}
+
+/* GX_FAULT corrupt: flip one bit of the next data message from the peer,
+ * as a fabric that missed an error would deliver it. */
+static void maybe_corrupt(struct xp_peer *p, uint32_t tag, void *data, size_t len)
+{
+    if (!p->inject_corrupt || p->corrupt_tag != tag || len == 0)
+        return;
+    p->inject_corrupt = false;
+    ((unsigned char *)data)[len / 2] ^= 0x10;
+    GX_WARN(GX_SUB_COLL, "GX_FAULT: corrupted byte %zu of a %zu-byte message from rank %d",
+            len / 2, len, p->rank);
+}
+
 static int post_msg(struct xp_peer *p, struct xp_slot *slot, int type, uint32_t tag,
                     const void *payload, size_t len)
 {
     memcpy(slot->buf, payload, len);
-    int rc = gx_fab_post_send(p->ep, slot->buf, len, p->slab_mr, XP_WIRE_TAG(type, tag),
-                              (uint64_t)(uintptr_t)slot);
+    uint64_t wire = XP_WIRE_TAG(type, tag);
+    if (p->x->checksum)
+        wire = XP_WIRE_WITH_CSUM(wire, fold16(gx_crc32c(0, slot->buf, len)));
+    int rc = gx_fab_post_send(p->ep, slot->buf, len, p->slab_mr, wire, (uint64_t)(uintptr_t)slot);
     if (rc != GX_OK)
         release_send_slot(slot);
     return rc;
@@ -117,6 +137,16 @@ void gx_xport_inject(struct gx_xport *x, int peer, enum xp_inject what)
         x->inject_regfail = true;
     else if (peer >= 0 && peer < x->size && peer != x->rank)
         xp_fail_peer(&x->peers[peer], GX_EPEER, "the connection was closed (injected by GX_FAULT)");
+    pthread_mutex_unlock(&x->lock);
+}
+
+void gx_xport_inject_corrupt(struct gx_xport *x, int peer, uint32_t tag)
+{
+    pthread_mutex_lock(&x->lock);
+    if (peer >= 0 && peer < x->size) {
+        x->peers[peer].inject_corrupt = true;
+        x->peers[peer].corrupt_tag = tag;
+    }
     pthread_mutex_unlock(&x->lock);
 }
 
@@ -169,6 +199,8 @@ static int start_send(struct xp_peer *p, struct xp_op *op)
     } else {
         op->id = x->next_send_id++;
         struct xp_rts rts = { .size = op->len, .send_id = op->id };
+        if (x->checksum)
+            rts.crc32c = gx_crc32c(0, op->buf, op->len);
         op->state = XP_ST_RTS_SENT;
         rc = post_msg(p, slot, XP_MSG_RTS, op->tag, &rts, sizeof(rts));
         if (rc == GX_OK) {
@@ -241,7 +273,8 @@ static void deliver_eager(struct xp_peer *p, struct xp_op *op, const void *data,
     op_finish(op, GX_OK);
 }
 
-static void start_rndv_recv(struct xp_peer *p, struct xp_op *op, const struct xp_rts *rts)
+static void start_rndv_recv(struct xp_peer *p, struct xp_op *op, const struct xp_rts *rts,
+                            bool rts_crc)
 {
     struct gx_xport *x = p->x;
     struct xp_cts cts = { .send_id = rts->send_id, .capacity = op->len };
@@ -273,6 +306,8 @@ static void start_rndv_recv(struct xp_peer *p, struct xp_op *op, const struct xp
     op->reg = e;
     op->state = XP_ST_RNDV_RECV;
     op->received = rts->size;
+    op->has_crc = rts_crc;
+    op->crc = rts->crc32c;
     x->rndv[id % XP_RNDV_TABLE] = op;
     cts.recv_id = id;
     cts.raddr = (uint64_t)(uintptr_t)op->buf;
@@ -280,7 +315,7 @@ static void start_rndv_recv(struct xp_peer *p, struct xp_op *op, const struct xp
 }
 
 static void add_unexpected(struct xp_peer *p, uint8_t type, uint32_t tag, const void *data,
-                           size_t len)
+                           size_t len, bool rts_crc)
 {
     struct xp_unexpected *u = malloc(sizeof(*u) + (type == XP_MSG_EAGER ? len : 0));
     if (!u) {
@@ -290,6 +325,7 @@ static void add_unexpected(struct xp_peer *p, uint8_t type, uint32_t tag, const 
     u->next = NULL;
     u->tag = tag;
     u->type = type;
+    u->rts_crc = rts_crc;
     u->len = len;
     if (type == XP_MSG_EAGER)
         memcpy(u->data, data, len);
@@ -302,7 +338,8 @@ static void add_unexpected(struct xp_peer *p, uint8_t type, uint32_t tag, const 
     p->unexp_tail = u;
 }
 
-static void on_message(struct xp_peer *p, uint8_t type, uint32_t tag, const void *data, size_t len)
+static void on_message(struct xp_peer *p, uint8_t type, uint32_t tag, const void *data, size_t len,
+                       bool rts_crc)
 {
     if (type == XP_MSG_CTS) {
         struct xp_cts cts;
@@ -345,13 +382,13 @@ static void on_message(struct xp_peer *p, uint8_t type, uint32_t tag, const void
     }
     struct xp_op *op = queue_take_tag(&p->posted_head, &p->posted_tail, tag);
     if (!op) {
-        add_unexpected(p, type, tag, data, len);
+        add_unexpected(p, type, tag, data, len, rts_crc);
         return;
     }
     if (type == XP_MSG_EAGER)
         deliver_eager(p, op, data, len);
     else
-        start_rndv_recv(p, op, data);
+        start_rndv_recv(p, op, data, rts_crc);
 }
 
 int xp_handle_cqe(struct gx_xport *x, const struct gx_fab_cqe *e)
@@ -406,13 +443,33 @@ int xp_handle_cqe(struct gx_xport *x, const struct gx_fab_cqe *e)
             x->rndv[e->imm % XP_RNDV_TABLE] = NULL;
             gx_fab_rcache_put(p->d->rcache_recv, op->reg);
             op->reg = NULL;
+            maybe_corrupt(p, op->tag, op->buf, op->received);
+            if (op->has_crc && gx_crc32c(0, op->buf, op->received) != op->crc) {
+                op_fail(op, GX_EPROTO, "rank %d: the %zu bytes rank %d wrote (tag %u) fail "
+                        "their checksum: corrupted on the way (GX_CHECKSUM)", x->rank,
+                        op->received, p->rank, op->tag);
+                xp_fail_peer(p, GX_EPROTO, "a message failed its checksum");
+                return GX_OK;
+            }
             op_finish(op, GX_OK);
         }
     } else if (XP_WIRE_VERSION(e->tag) != XP_PROTO_VERSION) {
         xp_fail_peer(p, GX_EPROTO, "it speaks another transport protocol version");
         return GX_OK;
     } else {
-        on_message(p, (uint8_t)XP_WIRE_TYPE(e->tag), XP_WIRE_USER_TAG(e->tag), slot->buf, e->len);
+        uint8_t type = (uint8_t)XP_WIRE_TYPE(e->tag);
+        if (type == XP_MSG_EAGER)
+            maybe_corrupt(p, XP_WIRE_USER_TAG(e->tag), slot->buf, e->len);
+        bool csum = (e->tag & XP_WIRE_CSUM_FLAG) != 0;
+        if (csum && fold16(gx_crc32c(0, slot->buf, e->len)) != XP_WIRE_CSUM(e->tag)) {
+            char why[200];
+            snprintf(why, sizeof(why), "a %zu-byte message from rank %d (tag %u) failed its "
+                     "checksum: corrupted on the way (GX_CHECKSUM)", (size_t)e->len, p->rank,
+                     XP_WIRE_USER_TAG(e->tag));
+            xp_fail_peer(p, GX_EPROTO, why);
+            return GX_OK;
+        }
+        on_message(p, type, XP_WIRE_USER_TAG(e->tag), slot->buf, e->len, csum);
     }
     int rc = xp_post_recv_slot(slot);
     if (rc != GX_OK)
@@ -458,7 +515,7 @@ int gx_xport_send(struct gx_xport *x, struct xp_op *op, int peer, uint32_t tag, 
     init_op(op, XP_OP_SEND, peer, tag, (void *)buf, len);
     struct xp_peer *p = &x->peers[peer];
     if (peer == x->rank) {
-        on_message(p, XP_MSG_EAGER, tag, buf, len); /* to self: deliver now */
+        on_message(p, XP_MSG_EAGER, tag, buf, len, false); /* to self: deliver now */
         op_finish(op, GX_OK);
     } else if (p->wait_head || (rc = start_send(p, op)) == GX_INPROGRESS) {
         queue_push(&p->wait_head, &p->wait_tail, op);
@@ -496,7 +553,7 @@ int gx_xport_recv(struct gx_xport *x, struct xp_op *op, int peer, uint32_t tag, 
         if (u->type == XP_MSG_EAGER)
             deliver_eager(p, op, u->data, u->len);
         else
-            start_rndv_recv(p, op, &u->rts);
+            start_rndv_recv(p, op, &u->rts, u->rts_crc);
         free(u);
     }
     pthread_mutex_unlock(&x->lock);

@@ -20,14 +20,20 @@ enum xp_msg_type {
 };
 
 #define XP_WIRE_TAG(type, tag) (((uint64_t)(type) << 56) | ((uint64_t)XP_PROTO_VERSION << 48) | (tag))
-#define XP_WIRE_TYPE(wire) ((unsigned)((wire) >> 56))
+#define XP_WIRE_TYPE(wire) ((unsigned)((wire) >> 56) & 0x7f)
+/* GX_CHECKSUM: the sender sets the flag and puts the 16-bit folded CRC-32C
+ * of the payload in bits 32..47 (an RTS also carries the CRC-32C of the data
+ * the write will bring, in xp_rts.crc32c). */
+#define XP_WIRE_CSUM_FLAG (1ull << 63)
+#define XP_WIRE_CSUM(wire) ((uint16_t)((wire) >> 32))
+#define XP_WIRE_WITH_CSUM(wire, cs16) ((wire) | XP_WIRE_CSUM_FLAG | ((uint64_t)(cs16) << 32))
 #define XP_WIRE_VERSION(wire) ((unsigned)(((wire) >> 48) & 0xff))
 #define XP_WIRE_USER_TAG(wire) ((uint32_t)(wire))
 
 struct xp_rts {
     uint64_t size;      /* message bytes */
     uint32_t send_id;   /* sender's id for the CTS */
-    uint32_t reserved;
+    uint32_t crc32c;    /* of the message, when the RTS carries XP_WIRE_CSUM_FLAG */
 };
 
 struct xp_cts {

@@ -176,6 +176,28 @@ GX_API void gx_comm_destroy(struct gx_comm *comm);
  *  still be destroyed. */
 GX_API void gx_comm_abort(struct gx_comm *comm);
 
+/**
+ * Recovery after a failure (in the spirit of MPI ULFM's MPI_Comm_shrink):
+ * build `*out`, a communicator of the ranks of `comm` that are still alive,
+ * ordered by their old rank. Every surviving rank calls it (typically after
+ * an operation failed with GX_EPEER); they agree on who is gone even when
+ * they saw different failures first. A rank that does not join within
+ * GX_TIMEOUT is counted as gone. `comm` is left failed (GX_EABORTED); destroy
+ * it. `flags` must be 0. Returns GX_EPEER on a rank the others counted as
+ * gone, GX_EABORTED after gx_comm_abort (which closes the job's bootstrap).
+ * Other communicators sharing a gone rank fail at their next operation
+ * naming it: shrink each one you keep. See docs/reliability.md.
+ */
+GX_API int gx_comm_shrink(struct gx_comm *comm, int flags, struct gx_comm **out);
+
+/** Revoke: fail every in-flight and later operation on `comm` with
+ *  GX_EABORTED on this rank and, within a moment, on every rank of the job
+ *  (the notice travels over the bootstrap and names this rank), without
+ *  closing the job's connections, so the ranks can gx_comm_shrink() next.
+ *  Safe from any thread; never blocks on peers. Every communicator of the
+ *  job learns of it, as with a failure. */
+GX_API int gx_comm_revoke(struct gx_comm *comm);
+
 /** The communicator's asynchronous error: GX_OK while healthy, otherwise the
  *  first failure seen (e.g. GX_EPEER when a peer died). If `msg` is non-NULL,
  *  up to `msg_len` bytes of the detailed message are copied there. */

@@ -6,7 +6,11 @@
 # it and the survivors fail) within 2 x GX_TIMEOUT, nobody returns a wrong
 # value, and no process, /dev/shm file or fd of the job is left behind.
 #
-#   chaos.sh BIN_DIR PROVIDER TRIALS [--stop] [--report FILE]
+# --shrink: after the kill the survivors gx_comm_shrink and run 100 more
+# checked all-reduces; the trial passes when all three shrink to the same
+# three ranks without the victim and finish them.
+#
+#   chaos.sh BIN_DIR PROVIDER TRIALS [--stop|--shrink] [--report FILE]
 # PROVIDER: shm (one node), tcp (two fake nodes, shm inside, tcp between),
 #           verbs (two fake nodes over softverbs; SOFTVERBS_LIB must be set)
 # Prints one line per trial and a summary; exits 1 when any trial failed.
@@ -17,6 +21,7 @@ mode=kill report=
 while [ $# -gt 0 ]; do
     case $1 in
     --stop) mode=stop ;;
+    --shrink) mode=shrink ;;
     --report) report=$2; shift ;;
     *) echo "chaos.sh: unknown option $1"; exit 2 ;;
     esac
@@ -40,8 +45,11 @@ for t in $(seq "$trials"); do
     victim=$((RANDOM % 4)) coll=$((1 + RANDOM % 12)) count=$((1 + (RANDOM * 32768 + RANDOM) % 300000))
     dir=$work/t$t && mkdir -p "$dir"
     start=$(date +%s%N)
-    FAULT_DIR=$dir FAULT_ITERS=15 FAULT_COUNT=$count GX_FAULT="$mode:rank=$victim,coll=$coll" \
-        timeout -k 5 $((2 * timeout_s + 10)) "$bin/gx-run" -n 4 --keep-going \
+    action=$mode shrink=0 limit=$((2 * timeout_s + 10))
+    [ $mode = shrink ] && action=kill shrink=100 limit=$((2 * timeout_s + 40))
+    FAULT_DIR=$dir FAULT_ITERS=15 FAULT_COUNT=$count FAULT_SHRINK=$shrink \
+        GX_FAULT="$action:rank=$victim,coll=$coll,comm=world" \
+        timeout -k 5 $limit "$bin/gx-run" -n 4 --keep-going \
         sh -c "$nodes exec $bin/fault_check $dir" > "$dir/log" 2>&1 &
     job=$!
     if [ $mode = stop ]; then
@@ -57,15 +65,19 @@ for t in $(seq "$trials"); do
     ms=$(( ($(date +%s%N) - start) / 1000000 ))
     secs=$((ms / 1000)).$(( (ms % 1000) / 100 ))
     ok=1 why=""
-    [ $rc -eq 124 ] && { hangs=$((hangs + 1)); ok=0; why="hang (killed after $((2 * timeout_s + 10)) s)"; }
+    [ $rc -eq 124 ] && { hangs=$((hangs + 1)); ok=0; why="hang (killed after $limit s)"; }
     grep -q '^WRONG' "$dir/log" && { wrong=$((wrong + 1)); ok=0; why="$why wrong value"; }
-    if grep -q "GX_FAULT: $mode at" "$dir/log"; then
+    if grep -q "GX_FAULT: $action at" "$dir/log"; then
         n=0
         for r in 0 1 2 3; do
             [ $r -eq $victim ] && continue
             line=$(grep "^FAILED rank $r " "$dir/log")
-            if [ $mode = kill ]; then echo "$line" | grep -q "rank $victim" && n=$((n + 1))
-            else [ -n "$line" ] && n=$((n + 1)); fi
+            if [ $mode = stop ]; then [ -n "$line" ] && n=$((n + 1))
+            else echo "$line" | grep -q "rank $victim" && n=$((n + 1)); fi
+            if [ $mode = shrink ]; then
+                grep -q "^SHRUNK rank $r: now rank [0-2] of 3, lost $victim," "$dir/log" || { ok=0; why="$why rank $r did not shrink to 3 without rank $victim"; }
+                grep -q "^OK rank $r: 100 all-reduces correct after shrink" "$dir/log" || { ok=0; why="$why rank $r did not finish after the shrink"; }
+            fi
         done
         if [ $mode = stop ]; then
             grep -q "no answer from ranks $victim " "$dir/log" || { ok=0; why="$why stall survey did not name rank $victim"; }

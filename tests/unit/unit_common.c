@@ -9,6 +9,7 @@
 #include "check.h"
 #include "common/auth.h"
 #include "common/clock.h"
+#include "common/crc32c.h"
 #include "common/param.h"
 #include "common/sha256.h"
 #include "common/sock.h"
@@ -48,6 +49,26 @@ static void test_sha256(void)
     hex(d, 32, h);
     CHECK(strcmp(h, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0") == 0,
           "sha256(1M a) = %s", h);
+}
+
+static void test_crc32c(void)
+{
+    /* The check value and RFC 3720 (iSCSI) B.4 vectors. */
+    uint32_t c = gx_crc32c(0, "123456789", 9);
+    CHECK(c == 0xe3069283u, "crc32c(123456789) = %08x", c);
+    uint8_t buf[64];
+    memset(buf, 0, 32);
+    CHECK(gx_crc32c(0, buf, 32) == 0x8a9136aau, "crc32c(32 zeros)");
+    memset(buf, 0xff, 32);
+    CHECK(gx_crc32c(0, buf, 32) == 0x62a8ab43u, "crc32c(32 x ff)");
+    /* In pieces and unaligned: the same as in one go. */
+    for (int i = 0; i < 64; i++)
+        buf[i] = (uint8_t)(i * 7 + 3);
+    uint32_t whole = gx_crc32c(0, buf + 1, 63);
+    uint32_t parts = gx_crc32c(gx_crc32c(0, buf + 1, 13), buf + 14, 50);
+    CHECK(whole == parts, "crc32c in pieces %08x != whole %08x", parts, whole);
+    buf[30] ^= 0x10;
+    CHECK(gx_crc32c(0, buf + 1, 63) != whole, "a flipped bit leaves crc32c unchanged");
 }
 
 static void test_hmac(void)
@@ -191,6 +212,7 @@ static void test_handshake(void)
 int main(void)
 {
     test_sha256();
+    test_crc32c();
     test_hmac();
     test_params();
     test_ifname_filter();
