@@ -150,3 +150,22 @@ void gx_cu_pop(const struct gx_cu *c)
     gx_cu_ctx old;
     (void)c->ctx_pop(&old);
 }
+
+int gx_cu_push_existing(const struct gx_cu *c)
+{
+    gx_cu_ctx cx = NULL;
+    if (c->ctx_get_current(&cx) == GX_CU_SUCCESS && cx)
+        return c->ctx_push(cx) == GX_CU_SUCCESS ? GX_OK : GX_ESYSTEM;
+    for (int i = 0; i < c->device_count; i++) {
+        gx_cu_device dev;
+        unsigned flags = 0;
+        int active = 0;
+        if (c->device_get(&dev, i) != GX_CU_SUCCESS ||
+            c->primary_ctx_get_state(dev, &flags, &active) != GX_CU_SUCCESS || !active)
+            continue;
+        /* Retained for the process's life, as primary0: no release to race. */
+        if (c->primary_ctx_retain(&cx, dev) == GX_CU_SUCCESS && c->ctx_push(cx) == GX_CU_SUCCESS)
+            return GX_OK;
+    }
+    return GX_ESYSTEM;
+}

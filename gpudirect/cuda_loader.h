@@ -54,6 +54,8 @@ typedef struct gx_cu_event_st *gx_cu_event; /* CUevent */
       (char *bus, int len, gx_cu_device dev))                                                     \
     X(primary_ctx_retain, "cuDevicePrimaryCtxRetain", 7000, true, gx_cu_result,                   \
       (gx_cu_ctx *ctx, gx_cu_device dev))                                                         \
+    X(primary_ctx_get_state, "cuDevicePrimaryCtxGetState", 7000, true, gx_cu_result,             \
+      (gx_cu_device dev, unsigned *flags, int *active))                                           \
     X(ctx_get_current, "cuCtxGetCurrent", 4000, true, gx_cu_result, (gx_cu_ctx *ctx))             \
     X(ctx_set_current, "cuCtxSetCurrent", 4000, true, gx_cu_result, (gx_cu_ctx ctx))              \
     X(ctx_push, "cuCtxPushCurrent", 4000, true, gx_cu_result, (gx_cu_ctx ctx))                    \
@@ -112,6 +114,12 @@ const struct gx_cu *gx_cu_get(char *why, size_t why_len);
  *  device the caller chose with cudaSetDevice), else GPU 0's primary one. */
 int gx_cu_push(const struct gx_cu *c, void *ctx, const char *what);
 void gx_cu_pop(const struct gx_cu *c);
+
+/** Make a context that already exists current (the calling thread's, else
+ *  the first active primary context), so a driver call that wants one works
+ *  without creating a context on a GPU the process does not use. GX_OK and
+ *  pushed (undo with gx_cu_pop), or GX_ESYSTEM when there is none. */
+int gx_cu_push_existing(const struct gx_cu *c);
 
 /** "CUDA_ERROR_INVALID_VALUE (1)" for a driver result. */
 const char *gx_cu_errstr(gx_cu_result r, char *buf, size_t len);

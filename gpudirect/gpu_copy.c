@@ -1,7 +1,8 @@
 /*
  * gpu_copy.c - moving bytes between device memory and pinned host memory:
  * synchronous copies in the buffer's own context, the pinned staging pool,
- * and gx's own streams and events for the stream-ordered API.
+ * and, for the stream-ordered API, copies, events and host functions queued
+ * on the caller's own stream (gx keeps no stream of its own).
  *
  * The pool keeps freed blocks by power-of-two size class up to
  * GX_GPU_STAGE_POOL bytes in all; a block handed back with a fence (an event

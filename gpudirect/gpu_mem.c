@@ -67,6 +67,11 @@ static bool cache_lookup(const struct gx_cu *c, uintptr_t p, struct gx_gpu_ptr *
         return false;
     unsigned long long id = 0;
     gx_cu_result r = c->pointer_get_attribute(&id, GX_CU_PTR_ATTR_BUFFER_ID, (gx_cu_deviceptr)p);
+    if (r == 201 /* CUDA_ERROR_INVALID_CONTEXT: see gx_gpu_ptr_query */ &&
+        gx_cu_push_existing(c) == GX_OK) {
+        r = c->pointer_get_attribute(&id, GX_CU_PTR_ATTR_BUFFER_ID, (gx_cu_deviceptr)p);
+        gx_cu_pop(c);
+    }
     pthread_mutex_lock(&cache.mu);
     if (r != GX_CU_SUCCESS || id != hit.id) {
         if (cache.e[slot].id == hit.id) /* stale: freed, maybe reused */
@@ -116,6 +121,12 @@ int gx_gpu_ptr_query(const void *ptr, struct gx_gpu_ptr *out)
                     GX_CU_PTR_ATTR_BUFFER_ID };
     void *data[] = { &type, &managed, &ordinal, &ctx, &start, &size, &id };
     gx_cu_result r = c->pointer_get_attributes(7, attrs, data, (gx_cu_deviceptr)p);
+    if (r == 201 /* CUDA_ERROR_INVALID_CONTEXT */ && gx_cu_push_existing(c) == GX_OK) {
+        /* A driver that wants a current context for the query (unified
+         * addressing should not): ask again inside one that exists. */
+        r = c->pointer_get_attributes(7, attrs, data, (gx_cu_deviceptr)p);
+        gx_cu_pop(c);
+    }
     if (r != GX_CU_SUCCESS) {
         char e[64];
         return gx_fail(GX_ESYSTEM, GX_SUB_GPU, "memory type of %p: cuPointerGetAttributes "

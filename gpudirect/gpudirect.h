@@ -4,10 +4,11 @@
  * Owns: the memory-type query (the CUDA driver opened with dlopen by
  * cuda_loader.c, so gx runs without it: no driver means every pointer is
  * host memory), copies between device and pinned host memory, the pinned
- * staging pool, gx's own streams and events, dmabuf export
- * of device memory, nvidia-peermem detection, GX_NET_GDR_LEVEL, and the
- * per-NIC verdict "is GPUDirect RDMA usable here, and if not exactly why"
- * that gx-info prints and the verbs provider logs.
+ * staging pool, copies, events and host functions queued on the caller's
+ * stream, dmabuf export of device memory, nvidia-peermem detection,
+ * GX_NET_GDR_LEVEL, and the per-NIC verdict "is GPUDirect RDMA usable
+ * here, and if not exactly why" that gx-info prints and the verbs provider
+ * logs.
  * Must not touch: fabric/, topology/ internals (path classes come in as the
  * public enum gx_topo_path), anything that needs a GPU at build time.
  */

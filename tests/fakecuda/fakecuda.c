@@ -19,7 +19,8 @@
  *    version >= 3020) and refuses older versions.
  * Environment: FAKECUDA_DEVICES (default 1; 0 = cuInit fails with no
  * device), FAKECUDA_FAIL=<base name> makes that entry point fail with
- * CUDA_ERROR_UNKNOWN (999).
+ * CUDA_ERROR_UNKNOWN (999), FAKECUDA_QUERY_NEEDS_CTX=1 makes pointer
+ * queries fail with CUDA_ERROR_INVALID_CONTEXT on a thread without one.
  */
 #include "fakecuda_internal.h"
 
@@ -191,6 +192,22 @@ int fk_primary_retain(struct fctx **c, int dev)
     return OK;
 }
 int fk_primary_release(int dev) { return OK; }
+int fk_primary_get_state(int dev, unsigned *flags, int *active)
+{
+    if (dev < 0 || dev >= ndev)
+        return E_INVALID_DEVICE;
+    *flags = 0;
+    *active = __atomic_load_n(&ctx_used[dev], __ATOMIC_RELAXED);
+    return OK;
+}
+
+/* FAKECUDA_QUERY_NEEDS_CTX=1: pointer queries want a current context, as a
+ * driver without unified addressing would. */
+static int query_needs_ctx(void)
+{
+    const char *v = getenv("FAKECUDA_QUERY_NEEDS_CTX");
+    return v && v[0] == '1' && (ncur == 0 || !cur[ncur - 1]);
+}
 int fk_ctx_push(struct fctx *c)
 {
     if (!c || c->magic != 0xC0DA || ncur == 16)
@@ -301,6 +318,8 @@ int fk_free_host(void *p) { return free_alloc(p, 0); }
 int fk_get_attributes(unsigned n, int *attrs, void **data, dptr p)
 {
     FAILPOINT("cuPointerGetAttributes");
+    if (query_needs_ctx())
+        return E_INVALID_CONTEXT;
     pthread_mutex_lock(&mu);
     stat_attr_calls++;
     struct falloc *a = find((uintptr_t)p);
@@ -323,6 +342,8 @@ int fk_get_attributes(unsigned n, int *attrs, void **data, dptr p)
 int fk_get_attribute(void *data, int attr, dptr p)
 {
     FAILPOINT("cuPointerGetAttribute");
+    if (query_needs_ctx())
+        return E_INVALID_CONTEXT;
     pthread_mutex_lock(&mu);
     stat_attr_calls++;
     struct falloc *a = find((uintptr_t)p);

@@ -78,6 +78,7 @@ int fk_total_mem(size_t *b, int dev);
 int fk_bus_id(char *bus, int len, int dev);
 int fk_primary_retain(struct fctx **c, int dev);
 int fk_primary_release(int dev);
+int fk_primary_get_state(int dev, unsigned *flags, int *active);
 int fk_ctx_push(struct fctx *c);
 int fk_ctx_pop(struct fctx **c);
 int fk_ctx_get_current(struct fctx **c);

@@ -128,6 +128,7 @@ static const struct { const char *name; int min_version; void *fn; } procs[] = {
     { "cuDeviceGetPCIBusId", 4010, (void *)fk_bus_id },
     { "cuDevicePrimaryCtxRetain", 7000, (void *)fk_primary_retain },
     { "cuDevicePrimaryCtxRelease", 11000, (void *)fk_primary_release }, /* _v2 */
+    { "cuDevicePrimaryCtxGetState", 7000, (void *)fk_primary_get_state },
     { "cuCtxPushCurrent", 4000, (void *)fk_ctx_push },       /* _v2 */
     { "cuCtxPopCurrent", 4000, (void *)fk_ctx_pop },         /* _v2 */
     { "cuCtxGetCurrent", 4000, (void *)fk_ctx_get_current },

@@ -63,7 +63,8 @@ failed=0
 run() { # NAME COMMAND...
     local name=$1
     shift
-    local t0=$(date +%s.%N)
+    local t0
+    t0=$(date +%s.%N)
     if out=$("$@" 2>&1); then
         printf 'PASS %-34s %6.1fs\n' "$name" "$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{print b-a}')"
     else
