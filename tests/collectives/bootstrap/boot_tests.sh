@@ -13,6 +13,18 @@ export GX_INIT_TIMEOUT=${GX_INIT_TIMEOUT:-60} GX_TIMEOUT=${GX_TIMEOUT:-60}
 
 fail() { echo "FAIL: $*"; for f in "$TMP"/*.log; do [ -f "$f" ] && { echo "--- $f"; cat "$f"; }; done; exit 1; }
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# A port P with P+1 free too, below the ephemeral range (where other tests'
+# connections take their local ports, so P+1 could be taken by the time gx binds it).
+free_port_pair() { python3 -c '
+import random, socket
+for _ in range(200):
+    p = random.randrange(20000, 32000)
+    try:
+        for q in (p, p + 1):
+            s = socket.socket(); s.bind(("127.0.0.1", q)); s.close()
+        print(p); break
+    except OSError:
+        pass'; }
 count_pass() { grep -c '^.*PASS' "$1" || true; }
 
 # Start N ranks by hand (no gx-run) with the given init method; wait for all.
@@ -45,7 +57,7 @@ torchrun) # torchrun's variables only
     for p in "${pids[@]}"; do wait "$p" || fail "a rank failed"; done
     ;;
 torchrun-store) # torch's store already listens on MASTER_PORT: gx takes MASTER_PORT + 1
-    n=$1; port=$(free_port)
+    n=$1; port=$(free_port_pair)
     python3 -c "import socket,time; s=socket.socket(); s.bind(('127.0.0.1',$port)); s.listen(); time.sleep(60)" &
     blocker=$!
     sleep 0.3
