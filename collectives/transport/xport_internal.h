@@ -29,7 +29,8 @@ struct xp_unexpected {
     struct xp_unexpected *next;
     uint32_t tag;
     uint8_t type;            /* XP_MSG_EAGER or XP_MSG_RTS */
-    bool rts_crc;            /* the RTS carries the data's CRC-32C */
+    int32_t cs;              /* GX_CHECKSUM: eager payload's folded CRC, or for an RTS
+                                any value >= 0 when it carries the data's CRC-32C; -1 none */
     struct xp_rts rts;
     size_t len;
     char data[];             /* eager payload */

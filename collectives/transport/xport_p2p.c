@@ -261,10 +261,22 @@ static void truncated(struct xp_op *op, int from, int to, size_t msg, size_t cap
             cap);
 }
 
-static void deliver_eager(struct xp_peer *p, struct xp_op *op, const void *data, size_t len)
+/* An eager message meets its receive: `cs` is its folded CRC-32C when the
+ * sender checksummed it (else -1), checked here rather than on arrival so a
+ * message that waited as unexpected is checked (and corruptible) alike. */
+static void deliver_eager(struct xp_peer *p, struct xp_op *op, void *data, size_t len, int32_t cs)
 {
     if (len > op->len) {
         truncated(op, p->rank, p->x->rank, len, op->len);
+        return;
+    }
+    if (p->rank != p->x->rank)
+        maybe_corrupt(p, op->tag, data, len);
+    if (cs >= 0 && fold16(gx_crc32c(0, data, len)) != (uint16_t)cs) {
+        op_fail(op, GX_EPROTO, "rank %d: a %zu-byte message from rank %d (tag %u) failed its "
+                "checksum: corrupted on the way (GX_CHECKSUM)", p->x->rank, len, p->rank,
+                op->tag);
+        xp_fail_peer(p, GX_EPROTO, "a message failed its checksum");
         return;
     }
     if (len)
@@ -315,7 +327,7 @@ static void start_rndv_recv(struct xp_peer *p, struct xp_op *op, const struct xp
 }
 
 static void add_unexpected(struct xp_peer *p, uint8_t type, uint32_t tag, const void *data,
-                           size_t len, bool rts_crc)
+                           size_t len, int32_t cs)
 {
     struct xp_unexpected *u = malloc(sizeof(*u) + (type == XP_MSG_EAGER ? len : 0));
     if (!u) {
@@ -325,7 +337,7 @@ static void add_unexpected(struct xp_peer *p, uint8_t type, uint32_t tag, const 
     u->next = NULL;
     u->tag = tag;
     u->type = type;
-    u->rts_crc = rts_crc;
+    u->cs = cs;
     u->len = len;
     if (type == XP_MSG_EAGER)
         memcpy(u->data, data, len);
@@ -338,8 +350,8 @@ static void add_unexpected(struct xp_peer *p, uint8_t type, uint32_t tag, const 
     p->unexp_tail = u;
 }
 
-static void on_message(struct xp_peer *p, uint8_t type, uint32_t tag, const void *data, size_t len,
-                       bool rts_crc)
+static void on_message(struct xp_peer *p, uint8_t type, uint32_t tag, void *data, size_t len,
+                       int32_t cs)
 {
     if (type == XP_MSG_CTS) {
         struct xp_cts cts;
@@ -382,13 +394,13 @@ static void on_message(struct xp_peer *p, uint8_t type, uint32_t tag, const void
     }
     struct xp_op *op = queue_take_tag(&p->posted_head, &p->posted_tail, tag);
     if (!op) {
-        add_unexpected(p, type, tag, data, len, rts_crc);
+        add_unexpected(p, type, tag, data, len, cs);
         return;
     }
     if (type == XP_MSG_EAGER)
-        deliver_eager(p, op, data, len);
+        deliver_eager(p, op, data, len, cs);
     else
-        start_rndv_recv(p, op, data, rts_crc);
+        start_rndv_recv(p, op, data, cs >= 0);
 }
 
 int xp_handle_cqe(struct gx_xport *x, const struct gx_fab_cqe *e)
@@ -458,10 +470,10 @@ int xp_handle_cqe(struct gx_xport *x, const struct gx_fab_cqe *e)
         return GX_OK;
     } else {
         uint8_t type = (uint8_t)XP_WIRE_TYPE(e->tag);
-        if (type == XP_MSG_EAGER)
-            maybe_corrupt(p, XP_WIRE_USER_TAG(e->tag), slot->buf, e->len);
-        bool csum = (e->tag & XP_WIRE_CSUM_FLAG) != 0;
-        if (csum && fold16(gx_crc32c(0, slot->buf, e->len)) != XP_WIRE_CSUM(e->tag)) {
+        int32_t cs = (e->tag & XP_WIRE_CSUM_FLAG) ? (int32_t)XP_WIRE_CSUM(e->tag) : -1;
+        /* Control messages are checked now; eager payloads when delivered. */
+        if (type != XP_MSG_EAGER && cs >= 0 &&
+            fold16(gx_crc32c(0, slot->buf, e->len)) != (uint16_t)cs) {
             char why[200];
             snprintf(why, sizeof(why), "a %zu-byte message from rank %d (tag %u) failed its "
                      "checksum: corrupted on the way (GX_CHECKSUM)", (size_t)e->len, p->rank,
@@ -469,7 +481,7 @@ int xp_handle_cqe(struct gx_xport *x, const struct gx_fab_cqe *e)
             xp_fail_peer(p, GX_EPROTO, why);
             return GX_OK;
         }
-        on_message(p, type, XP_WIRE_USER_TAG(e->tag), slot->buf, e->len, csum);
+        on_message(p, type, XP_WIRE_USER_TAG(e->tag), slot->buf, e->len, cs);
     }
     int rc = xp_post_recv_slot(slot);
     if (rc != GX_OK)
@@ -515,7 +527,7 @@ int gx_xport_send(struct gx_xport *x, struct xp_op *op, int peer, uint32_t tag, 
     init_op(op, XP_OP_SEND, peer, tag, (void *)buf, len);
     struct xp_peer *p = &x->peers[peer];
     if (peer == x->rank) {
-        on_message(p, XP_MSG_EAGER, tag, buf, len, false); /* to self: deliver now */
+        on_message(p, XP_MSG_EAGER, tag, (void *)buf, len, -1); /* to self: deliver now */
         op_finish(op, GX_OK);
     } else if (p->wait_head || (rc = start_send(p, op)) == GX_INPROGRESS) {
         queue_push(&p->wait_head, &p->wait_tail, op);
@@ -551,9 +563,9 @@ int gx_xport_recv(struct gx_xport *x, struct xp_op *op, int peer, uint32_t tag, 
         if (p->unexp_tail == u)
             p->unexp_tail = prev;
         if (u->type == XP_MSG_EAGER)
-            deliver_eager(p, op, u->data, u->len);
+            deliver_eager(p, op, u->data, u->len, u->cs);
         else
-            start_rndv_recv(p, op, &u->rts, u->rts_crc);
+            start_rndv_recv(p, op, &u->rts, u->cs >= 0);
         free(u);
     }
     pthread_mutex_unlock(&x->lock);
