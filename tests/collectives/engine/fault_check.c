@@ -57,6 +57,9 @@ static int checked_stream(struct gx_comm *comm, int old_rank, int iters, size_t 
             if (v[j] != want) {
                 printf("WRONG rank %d #%d %s: element %zu is %g, expected %g\n", old_rank, it,
                        phase, j, (double)v[j], (double)want);
+                fflush(stdout); /* a sanitizer's exit would not flush it */
+                free(olds);
+                free(v);
                 return 4;
             }
         }
@@ -183,6 +186,9 @@ int main(void)
             if (v[j] != want) {
                 printf("WRONG rank %d #%d: element %zu is %g, expected %g\n", rank, it, j,
                        (double)v[j], (double)want);
+                fflush(stdout); /* a sanitizer's exit would not flush it */
+                free(v);
+                gx_comm_destroy(comm);
                 return 4;
             }
         }
