@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "collectives/engine/schedule.h"
 
@@ -189,7 +190,14 @@ void *cs_scratch(struct coll_op *op, size_t bytes)
 {
     if (op->scratch)
         coll_scratch_give(op->cc, op->scratch, op->scratch_size);
-    op->scratch = coll_scratch_take(op->cc, bytes ? bytes : 1, &op->scratch_size);
+    /* More than the machine's memory can never be had: do not even ask
+     * malloc (a sanitizer's allocator aborts on such a size). */
+    static long long ram;
+    if (!ram)
+        ram = (long long)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE);
+    op->scratch = ram > 0 && (double)bytes > (double)ram
+                      ? NULL
+                      : coll_scratch_take(op->cc, bytes ? bytes : 1, &op->scratch_size);
     if (!op->scratch) {
         op->build_status = GX_ENOMEM;
         op->scratch_failed = bytes;

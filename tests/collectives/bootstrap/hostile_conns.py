@@ -6,6 +6,7 @@ import os
 import socket
 import struct
 import sys
+import time
 
 HELLO_MAGIC, VERSION = 0x4C485847, 2
 
@@ -28,8 +29,19 @@ def one(port, kind):
     s.close()
 
 
+def wait_listening(port):
+    # the job may be slow to start (sanitizers): wait up to 20 s for the port
+    for _ in range(200):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=2).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+
+
 def main():
     port, n = int(sys.argv[1]), int(sys.argv[2])
+    wait_listening(port)  # this probe is one more refused connection: n + 1 in all
     for i in range(n):
         one(port, i % 3)
     print(f"sent {n} hostile connections")
