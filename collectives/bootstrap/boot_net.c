@@ -453,7 +453,11 @@ int gx_boot_notify(struct gx_boot *boot, int peer, uint64_t comm_id, uint64_t ta
 {
     pthread_mutex_lock(&boot->lock);
     int rc = GX_EINVAL;
-    if (boot->fail_status == GX_OK && peer >= 0 && peer < boot->size && peer != boot->rank &&
+    /* Not skipped once the boot has failed: a rank that rejected a call
+     * tells every peer even when the first one it told has already failed
+     * and flooded an ABORT back (a later peer would otherwise only see the
+     * echo and blame whoever exited first). */
+    if (!boot->shut && peer >= 0 && peer < boot->size && peer != boot->rank &&
         len <= BOOT_MSG_MAX_LEN && (connect || boot->out_fd[peer] >= 0))
         rc = send_msg(boot, peer, BOOT_MSG_DATA, comm_id, tag, buf, len, deadline, true);
     pthread_mutex_unlock(&boot->lock);
