@@ -13,7 +13,18 @@ $PY -c 'import torch.distributed' 2>/dev/null ||
     { echo "SKIP: python3-torch is not installed for $PY (apt-get install python3-torch)"; exit 77; }
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-free_port() { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# MASTER_PORT for torch's store; gx listens on MASTER_PORT + 1. Both free, and
+# below the ephemeral range, where other tests' connections take their ports.
+free_port() { $PY -c '
+import random, socket
+for _ in range(200):
+    p = random.randrange(20000, 32000)
+    try:
+        for q in (p, p + 1):
+            s = socket.socket(); s.bind(("127.0.0.1", q)); s.close()
+        print(p); break
+    except OSError:
+        pass'; }
 
 case "$CASE" in
 collectives) # every c10d call against computed values

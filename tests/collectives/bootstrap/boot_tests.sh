@@ -47,8 +47,8 @@ env) # gx-run sets GX_* (env://)
     "$RUN" -n "$n" --timeout 90 "$CHECK" basic >"$TMP/out.log" 2>&1 || fail "gx-run -n $n exited $?"
     [ "$(count_pass "$TMP/out.log")" -eq "$n" ] || fail "expected $n PASS lines"
     ;;
-torchrun) # torchrun's variables only
-    n=$1; port=$(free_port); pids=()
+torchrun) # torchrun's variables only (gx listens on MASTER_PORT + 1)
+    n=$1; port=$(free_port_pair); pids=()
     for ((r = 0; r < n; r++)); do
         env -u GX_RANK RANK=$r WORLD_SIZE=$n LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
             GX_SIZE=$n GX_RANK=$r timeout 90 "$CHECK" basic >"$TMP/rank$r.log" 2>&1 &
