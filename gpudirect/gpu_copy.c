@@ -66,7 +66,7 @@ int gx_gpu_copy_dtoh(void *host, const void *dev, size_t len)
 {
     if (!len)
         return GX_OK;
-    const struct gx_cu *c;
+    const struct gx_cu *c = NULL;
     int rc = enter(dev, "device-to-host copy", &c);
     if (rc != GX_OK)
         return rc;
@@ -79,7 +79,7 @@ int gx_gpu_copy_htod(void *dev, const void *host, size_t len)
 {
     if (!len)
         return GX_OK;
-    const struct gx_cu *c;
+    const struct gx_cu *c = NULL;
     int rc = enter(dev, "host-to-device copy", &c);
     if (rc != GX_OK)
         return rc;
@@ -278,7 +278,7 @@ void gx_gpu_pinned_put(void *p, size_t cap)
 
 int gx_gpu_stream_wait(void *user_stream, const void *dev_hint)
 {
-    const struct gx_cu *c;
+    const struct gx_cu *c = NULL;
     int rc = enter_hint(dev_hint, "waiting for the caller's stream", &c);
     if (rc != GX_OK)
         return rc;
@@ -301,7 +301,7 @@ int gx_gpu_stream_wait(void *user_stream, const void *dev_hint)
 
 int gx_gpu_stream_copy_dtoh(void *user_stream, void *host, const void *dev, size_t len)
 {
-    const struct gx_cu *c;
+    const struct gx_cu *c = NULL;
     int rc = enter(dev, "queueing a device-to-host copy on the caller's stream", &c);
     if (rc != GX_OK)
         return rc;
@@ -315,7 +315,7 @@ int gx_gpu_stream_copy_htod(void *user_stream, void *dev, const void *host, size
                             void **fence)
 {
     *fence = NULL;
-    const struct gx_cu *c;
+    const struct gx_cu *c = NULL;
     int rc = enter(dev, "queueing a host-to-device copy on the caller's stream", &c);
     if (rc != GX_OK)
         return rc;
@@ -344,7 +344,7 @@ int gx_gpu_stream_copy_htod(void *user_stream, void *dev, const void *host, size
 int gx_gpu_stream_fence(void *user_stream, const void *dev_hint, void **fence)
 {
     *fence = NULL;
-    const struct gx_cu *c;
+    const struct gx_cu *c = NULL;
     int rc = enter_hint(dev_hint, "fencing staging memory on the caller's stream", &c);
     if (rc != GX_OK)
         return rc;
@@ -370,7 +370,7 @@ int gx_gpu_stream_fence(void *user_stream, const void *dev_hint, void **fence)
 int gx_gpu_stream_host_fn(void *user_stream, const void *dev_hint, void (*fn)(void *),
                           void *arg)
 {
-    const struct gx_cu *c;
+    const struct gx_cu *c = NULL;
     int rc = enter_hint(dev_hint, "queueing gx's step on the caller's stream", &c);
     if (rc != GX_OK)
         return rc;
