@@ -99,7 +99,9 @@ if len(rows) != 1 or rows[0][1] != 400:
 args = ["-D", "1", "-s", "16K"]
 t0 = time.time()
 rows = bw_rows(gx_bw(args), args)
-if time.time() - t0 < 1.0 or len(rows) != 1 or rows[0][1] < 10:
+# -D runs "about S seconds": the count comes from the warm-up's pace, so the
+# run may end a little early (it ended at 0.98 s once in CI).
+if time.time() - t0 < 0.8 or len(rows) != 1 or rows[0][1] < 10:
     fail("-D 1: %.1f s, rows %r" % (time.time() - t0, rows))
 
 args = ["--lat", "-n", "200"]
