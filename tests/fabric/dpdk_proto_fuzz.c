@@ -50,21 +50,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 }
 
 #ifdef GX_FUZZ_STANDALONE
-static uint64_t rng = 0x9e3779b97f4a7c15ull;
-static uint64_t next(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
+#include "tests/fuzz/fuzz_driver.h"
 
 int main(int argc, char **argv)
 {
     double seconds = argc > 1 ? atof(argv[1]) : 5;
     /* Seeds: a valid DATA frame with payload, an ACK with a SACK bitmap. */
-    uint8_t seeds[2][GX_DPDK_HDRS_LEN + 64];
-    size_t seed_len[2];
+    static uint8_t frames[2][GX_DPDK_HDRS_LEN + 64], buf[sizeof(frames[0])];
+    struct fuzz_seed seeds[2];
     struct gx_dpdk_l2l4 a = { .src_mac = { 2, 0, 0, 0, 0, 1 }, .dst_mac = { 2, 0, 0, 0, 0, 2 },
                               .src_ip = 0x0100000a, .dst_ip = 0x0200000a,
                               .src_port = GX_DPDK_UDP_PORT, .dst_port = GX_DPDK_UDP_PORT };
@@ -73,37 +66,20 @@ int main(int argc, char **argv)
                                  .type = s ? GX_DPDK_T_ACK : GX_DPDK_T_DATA,
                                  .op = s ? 0 : GX_DPDK_OP_SEND, .psn = 10, .last_psn = 11,
                                  .len = s ? 16 : 64, .msg_len = s ? 0 : 128, .offset = 64 };
-        size_t n = gx_dpdk_put_l2l4(seeds[s], &a, sizeof(h) + h.len);
-        memcpy(seeds[s] + n, &h, sizeof(h));
-        memset(seeds[s] + n + sizeof(h), 0x5a, h.len);
-        seed_len[s] = n + sizeof(h) + h.len;
+        size_t n = gx_dpdk_put_l2l4(frames[s], &a, sizeof(h) + h.len);
+        memcpy(frames[s] + n, &h, sizeof(h));
+        memset(frames[s] + n + sizeof(h), 0x5a, h.len);
+        seeds[s] = (struct fuzz_seed){ frames[s], n + sizeof(h) + h.len, 0, 0 };
         verdicts[0] = 0;
-        LLVMFuzzerTestOneInput(seeds[s], seed_len[s]);
+        LLVMFuzzerTestOneInput(seeds[s].data, seeds[s].len);
         if (verdicts[0] != 1) {
             fprintf(stderr, "dpdk_proto_fuzz: seed %d is not accepted by the parser\n", s);
             return 1;
         }
     }
-    uint8_t buf[sizeof(seeds[0]) + 8];
-    unsigned long long runs = 0;
-    time_t end = time(NULL) + (time_t)seconds;
-    while (time(NULL) < end) {
-        for (int k = 0; k < 10000; k++, runs++) {
-            int s = (int)(next() & 1);
-            memcpy(buf, seeds[s], seed_len[s]);
-            int flips = 1 + (int)(next() % 6);
-            for (int i = 0; i < flips; i++) {
-                size_t at = next() % seed_len[s];
-                switch (next() % 3) {
-                case 0: buf[at] ^= (uint8_t)(1u << (next() % 8)); break;
-                case 1: buf[at] = (uint8_t)next(); break;
-                default: buf[at] = (next() & 1) ? 0xff : 0; break;
-                }
-            }
-            size_t len = (next() % 4) ? seed_len[s] : next() % (seed_len[s] + 1);
-            LLVMFuzzerTestOneInput(buf, len);
-        }
-    }
+    struct fuzz_plan plan = { .rng = 0x9e3779b97f4a7c15ull, .extremes = { 0xff, 0 },
+                              .truncate_one_in = 4 };
+    unsigned long long runs = fuzz_run(&plan, seeds, 2, buf, seconds, LLVMFuzzerTestOneInput);
     printf("dpdk_proto_fuzz: %llu inputs, no failure; accepted %llu", runs, verdicts[0]);
     for (int r = 1; r < GX_DPDK_DROP_REASONS; r++)
         printf(", %s %llu", gx_dpdk_drop_name(r), verdicts[r]);

@@ -39,39 +39,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 }
 
 #ifdef GX_FUZZ_STANDALONE
-static uint64_t rng = 0x9e3779b97f4a7c15ull;
-static uint64_t next(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
+#include "tests/fuzz/fuzz_driver.h"
 
 int main(int argc, char **argv)
 {
     double seconds = argc > 1 ? atof(argv[1]) : 5;
-    struct gx_tcp_hdr seed = { .magic = GX_TCP_MAGIC, .version = GX_TCP_VERSION,
-                               .op = GX_TCP_OP_SEND, .hdr_len = sizeof(seed), .msg_len = 100,
-                               .frame_len = 100 };
-    uint8_t buf[sizeof(seed) + 8];
-    unsigned long long runs = 0;
-    time_t end = time(NULL) + (time_t)seconds;
-    while (time(NULL) < end) {
-        for (int k = 0; k < 10000; k++, runs++) {
-            memcpy(buf, &seed, sizeof(seed));
-            int flips = 1 + (int)(next() % 6);
-            for (int i = 0; i < flips; i++) {
-                size_t at = next() % sizeof(seed);
-                switch (next() % 3) {
-                case 0: buf[at] ^= (uint8_t)(1u << (next() % 8)); break;
-                case 1: buf[at] = (uint8_t)next(); break;
-                default: buf[at] = (next() & 1) ? 0xff : 0; break;
-                }
-            }
-            LLVMFuzzerTestOneInput(buf, next() % (sizeof(buf) + 1));
-        }
-    }
+    struct gx_tcp_hdr hdr = { .magic = GX_TCP_MAGIC, .version = GX_TCP_VERSION,
+                              .op = GX_TCP_OP_SEND, .hdr_len = sizeof(hdr), .msg_len = 100,
+                              .frame_len = 100 };
+    /* The header and 8 trailing bytes, every one mutable; any prefix. */
+    uint8_t seed[sizeof(hdr) + 8] = { 0 }, buf[sizeof(seed)];
+    memcpy(seed, &hdr, sizeof(hdr));
+    struct fuzz_seed seeds[] = { { seed, sizeof(seed), 0, 0 } };
+    struct fuzz_plan plan = { .rng = 0x9e3779b97f4a7c15ull, .extremes = { 0xff, 0 },
+                              .truncate_one_in = 1 };
+    unsigned long long runs = fuzz_run(&plan, seeds, 1, buf, seconds, LLVMFuzzerTestOneInput);
     printf("tcp_proto_fuzz: %llu inputs, no failure\n", runs);
     return 0;
 }

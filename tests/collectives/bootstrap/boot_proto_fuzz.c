@@ -57,50 +57,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 }
 
 #ifdef GX_FUZZ_STANDALONE
-static uint64_t rng = 0x2545f4914f6cdd1dull;
-static uint64_t next(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
+#include "tests/fuzz/fuzz_driver.h"
 
 int main(int argc, char **argv)
 {
     int seconds = argc > 1 ? atoi(argv[1]) : 5;
-    /* Seeds: a valid-looking record line and a hello with the right header. */
-    static uint8_t seeds[2][1024];
-    size_t seed_len[2];
-    seeds[0][0] = 0;
-    int w = snprintf((char *)seeds[0] + 1, sizeof(seeds[0]) - 1, "gx1 00112233aabbccdd 2 ");
+    /* Seeds: a valid-looking record line and a hello with the right header;
+     * byte 0 selects the parser and is never mutated. */
+    static uint8_t line[1024], hello[1 + sizeof(struct gx_auth_hello)], buf[1024];
+    int w = snprintf((char *)line + 1, sizeof(line) - 1, "gx1 00112233aabbccdd 2 ");
     for (size_t i = 0; i < 2 * sizeof(struct boot_rank_record); i++)
-        seeds[0][1 + w + i] = "0123456789abcdef"[i % 16];
-    seed_len[0] = 1 + (size_t)w + 2 * sizeof(struct boot_rank_record);
+        line[1 + w + i] = "0123456789abcdef"[i % 16];
     struct gx_auth_hello h = { .magic = GX_AUTH_MAGIC_HELLO, .version = GX_AUTH_VERSION };
-    seeds[1][0] = 1;
-    memcpy(seeds[1] + 1, &h, sizeof(h));
-    seed_len[1] = 1 + sizeof(h);
-    uint8_t buf[1024];
-    time_t end = time(NULL) + seconds;
-    unsigned long long runs = 0;
-    while (time(NULL) < end) {
-        for (int k = 0; k < 10000; k++, runs++) {
-            int s = (int)(next() & 1);
-            memcpy(buf, seeds[s], sizeof(buf));
-            int flips = 1 + (int)(next() % 6);
-            for (int i = 0; i < flips; i++) {
-                size_t at = 1 + next() % (seed_len[s] - 1);
-                switch (next() % 3) {
-                case 0: buf[at] ^= (uint8_t)(1u << (next() % 8)); break;
-                case 1: buf[at] = (uint8_t)next(); break;
-                default: buf[at] = (next() & 1) ? ' ' : 0; break;
-                }
-            }
-            size_t len = (next() % 4) ? seed_len[s] : 1 + next() % seed_len[s];
-            LLVMFuzzerTestOneInput(buf, len);
-        }
-    }
+    hello[0] = 1;
+    memcpy(hello + 1, &h, sizeof(h));
+    struct fuzz_seed seeds[] = {
+        { line, 1 + (size_t)w + 2 * sizeof(struct boot_rank_record), 1, 1 },
+        { hello, sizeof(hello), 1, 1 },
+    };
+    struct fuzz_plan plan = { .rng = 0x2545f4914f6cdd1dull, .extremes = { ' ', 0 },
+                              .truncate_one_in = 4 };
+    unsigned long long runs = fuzz_run(&plan, seeds, 2, buf, seconds, LLVMFuzzerTestOneInput);
     printf("boot_proto_fuzz: %llu inputs, no failure\n", runs);
     return 0;
 }
