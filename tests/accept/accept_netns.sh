@@ -37,24 +37,14 @@ cleanup() {
 }
 trap cleanup EXIT
 
-if ! ip netns add "${tag}br" 2>"$dir/err" ||
-   ! ip -n "${tag}br" link add br0 type bridge 2>>"$dir/err"; then
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/netns_bridge.sh"
+if ! netns_bridge_create "${tag}br" br0 "$dir/err"; then
     echo "SKIP: cannot create a namespace with a bridge: $(cat "$dir/err")"
     exit 77
 fi
-ip -n "${tag}br" link set br0 up
 for k in 0 1 2 3; do
-    ns=${tag}n$k
-    ip netns add "$ns" &&
-    ip link add "${tag}h$k" type veth peer name "${tag}p$k" &&
-    ip link set "${tag}h$k" netns "${tag}br" &&
-    ip link set "${tag}p$k" netns "$ns" &&
-    ip -n "${tag}br" link set "${tag}h$k" master br0 &&
-    ip -n "${tag}br" link set "${tag}h$k" up &&
-    ip -n "$ns" link set "${tag}p$k" name gxac0 &&
-    ip -n "$ns" addr add "$net.$((k + 1))/24" dev gxac0 &&
-    ip -n "$ns" link set gxac0 up &&
-    ip -n "$ns" link set lo up || { echo "FAIL: namespace setup for node $k"; exit 1; }
+    netns_bridge_join "${tag}n$k" "${tag}br" br0 "${tag}h$k" "${tag}p$k" gxac0 "$net.$((k + 1))/24" ||
+        { echo "FAIL: namespace setup for node $k"; exit 1; }
 done
 
 # run_accept OUTDIR SPEC [ENV=VAL per node k as TOPO_k]: every node's gx-run in

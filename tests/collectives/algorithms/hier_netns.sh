@@ -39,38 +39,20 @@ cleanup() {
 }
 trap cleanup EXIT
 
-if ! ip netns add "${tag}br" 2>"$dir/err" ||
-   ! ip -n "${tag}br" link add br0 type bridge 2>>"$dir/err"; then
+source "$(dirname "${BASH_SOURCE[0]}")/../../lib/netns_bridge.sh"
+if ! netns_bridge_create "${tag}br" br0 "$dir/err"; then
     echo "SKIP: cannot create a namespace with a bridge: $(cat "$dir/err")"
     exit 77
 fi
-ip -n "${tag}br" link set br0 up
 for ((k = 0; k < nodes; k++)); do
-    ns=${tag}n$k
-    ip netns add "$ns" &&
-    ip link add "${tag}h$k" type veth peer name "${tag}p$k" &&
-    ip link set "${tag}h$k" netns "${tag}br" &&
-    ip link set "${tag}p$k" netns "$ns" &&
-    ip -n "${tag}br" link set "${tag}h$k" master br0 &&
-    ip -n "${tag}br" link set "${tag}h$k" up &&
-    ip -n "$ns" link set "${tag}p$k" name gxh0 &&
-    ip -n "$ns" addr add "$net.$((k + 1))/24" dev gxh0 &&
-    ip -n "$ns" link set gxh0 up &&
-    ip -n "$ns" link set lo up || { echo "FAIL: namespace setup for node $k"; exit 1; }
+    netns_bridge_join "${tag}n$k" "${tag}br" br0 "${tag}h$k" "${tag}p$k" gxh0 "$net.$((k + 1))/24" ||
+        { echo "FAIL: namespace setup for node $k"; exit 1; }
 done
 if [ "$rails" = 2 ]; then
-    ip netns add "${tag}bs" && ip -n "${tag}bs" link add br1 type bridge &&
-        ip -n "${tag}bs" link set br1 up || { echo "FAIL: second bridge"; exit 1; }
+    netns_bridge_create "${tag}bs" br1 "$dir/err" || { echo "FAIL: second bridge: $(cat "$dir/err")"; exit 1; }
     for ((k = 0; k < nodes; k++)); do
-        ns=${tag}n$k
-        ip link add "${tag}i$k" type veth peer name "${tag}q$k" &&
-        ip link set "${tag}i$k" netns "${tag}bs" &&
-        ip link set "${tag}q$k" netns "$ns" &&
-        ip -n "${tag}bs" link set "${tag}i$k" master br1 &&
-        ip -n "${tag}bs" link set "${tag}i$k" up &&
-        ip -n "$ns" link set "${tag}q$k" name gxh1 &&
-        ip -n "$ns" addr add "$net1.$((k + 1))/24" dev gxh1 &&
-        ip -n "$ns" link set gxh1 up || { echo "FAIL: rail 1 setup for node $k"; exit 1; }
+        netns_bridge_join "${tag}n$k" "${tag}bs" br1 "${tag}i$k" "${tag}q$k" gxh1 "$net1.$((k + 1))/24" ||
+            { echo "FAIL: rail 1 setup for node $k"; exit 1; }
     done
     : "${GX_SOCKET_IFNAME:==gxh0,gxh1}"
 fi
