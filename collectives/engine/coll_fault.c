@@ -16,7 +16,8 @@
  *         comm=N   only on the communicator named N (default: any)
  *         ms=M     delay: how long each send waits (default 10)
  *         prob=P   delay: the share of sends delayed, 0..1 (default 1)
- * kill/stop raise SIGKILL/SIGSTOP in the rank; drop loses one message
+ * kill/stop raise SIGKILL/SIGSTOP in the rank, also when step K is a node
+ * arena flag being raised (a rank dying inside the arena); drop loses one message
  * silently (the sender's step completes, the receiver never gets it); delay
  * holds sends back; close breaks the rank's link to the step's peer; regfail
  * makes the transport's next memory registration fail; corrupt flips a bit
@@ -156,8 +157,8 @@ bool coll_fault_any(void)
     return nrules > 0;
 }
 
-enum coll_fault_action coll_fault_at_step(const struct gx_comm *c, uint64_t seq, int msg_step,
-                                          bool is_send, int *delay_ms)
+static enum coll_fault_action fault_fire(const struct gx_comm *c, uint64_t seq, int msg_step,
+                                         bool is_send, bool flag_step, int *delay_ms)
 {
     enum coll_fault_action act = COLL_FAULT_NONE;
     pthread_mutex_lock(&fire_mu);
@@ -165,6 +166,8 @@ enum coll_fault_action coll_fault_at_step(const struct gx_comm *c, uint64_t seq,
         struct fault_rule *r = &rules[i];
         if (r->rank != c->rank || (r->comm[0] && strcmp(r->comm, c->name) != 0))
             continue;
+        if (flag_step && r->action != COLL_FAULT_KILL && r->action != COLL_FAULT_STOP)
+            continue; /* an arena flag moves no message: only a rank's death or stop fits */
         if (r->action == COLL_FAULT_DELAY) {
             if (is_send && (r->coll == 0 || r->coll == seq) &&
                 (r->prob >= 1.0 || (double)rand() / RAND_MAX < r->prob)) {
@@ -184,9 +187,9 @@ enum coll_fault_action coll_fault_at_step(const struct gx_comm *c, uint64_t seq,
     }
     pthread_mutex_unlock(&fire_mu);
     if (act != COLL_FAULT_NONE && act != COLL_FAULT_DELAY)
-        GX_WARN(GX_SUB_COLL, "GX_FAULT: %s at collective #%llu, message step %d, on rank %d of "
-                "communicator '%s'", action_names[act], (unsigned long long)seq, msg_step,
-                c->rank, c->name);
+        GX_WARN(GX_SUB_COLL, "GX_FAULT: %s at collective #%llu, %s step %d, on rank %d of "
+                "communicator '%s'", action_names[act], (unsigned long long)seq,
+                flag_step ? "arena flag" : "message", msg_step, c->rank, c->name);
     if (act == COLL_FAULT_KILL)
         raise(SIGKILL);
     if (act == COLL_FAULT_STOP)
@@ -196,4 +199,16 @@ enum coll_fault_action coll_fault_at_step(const struct gx_comm *c, uint64_t seq,
         nanosleep(&ts, NULL);
     }
     return act;
+}
+
+enum coll_fault_action coll_fault_at_step(const struct gx_comm *c, uint64_t seq, int msg_step,
+                                          bool is_send, int *delay_ms)
+{
+    return fault_fire(c, seq, msg_step, is_send, false, delay_ms);
+}
+
+enum coll_fault_action coll_fault_at_flag_set(const struct gx_comm *c, uint64_t seq, int step)
+{
+    int unused = 0;
+    return fault_fire(c, seq, step, false, true, &unused);
 }

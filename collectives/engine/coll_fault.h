@@ -33,5 +33,8 @@ bool coll_fault_any(void);
  *  corrupt are for the caller to carry out. */
 enum coll_fault_action coll_fault_at_step(const struct gx_comm *c, uint64_t seq, int step,
                                           bool is_send, int *delay_ms);
+/** Step `step` is a shared-memory arena flag about to be raised: only kill
+ *  and stop rules fire here (a rank dying or stopping inside the arena). */
+enum coll_fault_action coll_fault_at_flag_set(const struct gx_comm *c, uint64_t seq, int step);
 
 #endif

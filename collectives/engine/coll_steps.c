@@ -224,6 +224,8 @@ static void run_step(struct coll_op *op, struct coll_step *s)
         rc = gx_reduce_finish_avg(s->dst, op->a.dtype, s->len, op->comm->size);
         break;
     case CS_FLAG_SET:
+        if (coll_fault_any())
+            coll_fault_at_flag_set(op->comm, op->seq, (int)(s - op->steps));
         __atomic_store_n((uint64_t *)s->dst, (uint64_t)s->len, __ATOMIC_RELEASE);
         break;
     case CS_FLAG_WAIT:

@@ -61,6 +61,29 @@ regfail)
     grep -q "registration failed (injected by GX_FAULT)" "$dir/log" || fail "the injected registration failure was not reported"
     for r in 0 2 3; do grep -q "^FAILED rank $r " "$dir/log" || fail "rank $r did not fail"; done
     ;;
+arena-kill)
+    # Inside the node arena's all-reduce (1024 floats: one small round; step
+    # 4 is the first flag a rank raises: descriptor send and receive, the
+    # wait for a free slot, the staging copy come before it), rank
+    # 1 stops and rank 2 dies. Ranks 0 and 3 wait for both flags; the first
+    # one they lack is stopped rank 1's, so only checking every awaited rank
+    # finds dead rank 2 before GX_TIMEOUT (8 s) runs out.
+    GX_ALGO=shm GX_FAULT="stop:rank=1,coll=3,step=4;kill:rank=2,coll=3,step=4" run
+    start=$(date +%s)
+    for _ in $(seq 300); do [ "$(grep -c '^FAILED rank [03] ' "$dir/log")" -ge 2 ] && break; sleep 0.1; done
+    took=$(( $(date +%s) - start ))
+    stopped=$(cat "$dir/pid.1" 2>/dev/null)
+    [ -n "$stopped" ] && kill -KILL "$stopped"
+    wait $job
+    grep -q "GX_FAULT: kill at collective #3, arena flag step 4" "$dir/log" || fail "the kill did not fire at the arena flag"
+    grep -q "GX_FAULT: stop at collective #3, arena flag step 4" "$dir/log" || fail "the stop did not fire at the arena flag"
+    for r in 0 3; do
+        grep "^FAILED rank $r " "$dir/log" | grep -q "rank 2 (pid [0-9]*) exited while rank [03] waited for it in the shared-memory arena" ||
+            fail "rank $r did not name dead rank 2 in the arena"
+    done
+    [ "$took" -lt 8 ] || fail "the dead rank was named after ${took} s, not before GX_TIMEOUT (8 s)"
+    no_wrong
+    ;;
 grammar)
     GX_FAULT="explode:rank=1" run; wait $job
     for r in 0 1 2 3; do grep "^FAILED rank $r " "$dir/log" | grep -q "GX_EINVAL.*GX_FAULT: cannot use the rule 'explode:rank=1'" || fail "rank $r did not reject GX_FAULT naming it"; done
