@@ -1,0 +1,35 @@
+# nccl branch: device collectives on the node's NCCL communicator, through
+# the fake libcuda + the fake libnccl (tests/fakenccl), label "gpu". Included
+# from tests/gpu/CMakeLists.txt. The other gpu tests run with GX_NCCL=off
+# (the staging path; the machine's real libnccl.so.2 cannot drive the fake
+# libcuda).
+set(_fakenccl "GX_CUDA_LIB=$<TARGET_FILE:fakecuda>;GX_NCCL_LIB=$<TARGET_FILE:fakenccl>;GX_NCCL=on")
+add_executable(nccl_check nccl_check.c)
+target_link_libraries(nccl_check PRIVATE gx ${CMAKE_DL_LIBS})
+add_dependencies(nccl_check fakecuda fakenccl)
+set(_ncheck $<TARGET_FILE:nccl_check>)
+function(gx_nccl_test name n env)
+  add_test(NAME gpu.nccl.${name} COMMAND ${_run} -n ${n} --timeout 120 ${ARGN})
+  set_tests_properties(gpu.nccl.${name} PROPERTIES LABELS gpu TIMEOUT 180 SKIP_RETURN_CODE 77
+    ENVIRONMENT "${env}")
+endfunction()
+# Every collective (coll_check's matrix: every kind x datatype x op, in and
+# out of place, 0 1 7 1023 elements + 1 MiB+3 float32) on device buffers on
+# 2 and 4 ranks of one node; the INFO line proves the NCCL path ran (GX_NCCL=on
+# makes an unusable NCCL an error).
+foreach(n 2 4)
+  add_test(NAME gpu.nccl.matrix.${n} COMMAND sh -c "GX_DEBUG=info ${_run} -n ${n} --timeout 120 \
+    ${_chk} matrix --device both --large-dtypes float32 > out.matrix.${n} 2>&1; rc=$?; \
+    grep -v ' INFO ' out.matrix.${n}; [ $rc = 0 ] && \
+    [ $(grep -c 'device collectives of this node run on NCCL' out.matrix.${n}) = ${n} ]")
+  set_tests_properties(gpu.nccl.matrix.${n} PROPERTIES LABELS gpu TIMEOUT 180
+    ENVIRONMENT "${_fakenccl}" WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+  gx_nccl_test(used.${n} ${n} "${_fakenccl}" ${_ncheck} used)
+endforeach()
+gx_nccl_test(off.2 2 "${_fakenccl};GX_NCCL=off" ${_ncheck} staged)
+gx_nccl_test(fail.2 2 "${_fakenccl};FAKENCCL_FAIL=ncclAllReduce" ${_ncheck} fail)
+gx_nccl_test(async.2 2 "${_fakenccl};FAKENCCL_ASYNC=ncclAllReduce" ${_ncheck} async)
+gx_nccl_test(hang.2 2 "${_fakenccl};FAKENCCL_HANG=ncclAllReduce;GX_TIMEOUT=3" ${_ncheck} hang)
+gx_nccl_test(inithang.2 2
+  "${_fakenccl};FAKENCCL_HANG=ncclCommInitRank;GX_TIMEOUT=3;NCCL_CHECK_CALL=ncclCommInitRank"
+  ${_ncheck} hang)

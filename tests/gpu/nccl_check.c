@@ -1,0 +1,162 @@
+/*
+ * nccl_check.c - the node's NCCL communicator for device collectives, under
+ * gx-run with the fake libcuda and the fake libnccl (GX_NCCL_LIB):
+ *
+ *   nccl_check used     an all-reduce, a broadcast and an all-gather on device
+ *                       buffers are right and ran through the fake NCCL
+ *                       (its call counter moved)
+ *   nccl_check staged   (GX_NCCL=off) the same are right and NCCL was never
+ *                       called: the staging path
+ *   nccl_check fail     (FAKENCCL_FAIL=ncclAllReduce) the all-reduce fails
+ *                       with GX_ESYSTEM naming NCCL, the call and the
+ *                       communicator
+ *   nccl_check hang     (FAKENCCL_HANG=<call>, GX_TIMEOUT) the call fails
+ *                       with GX_ETIMEOUT naming the node's NCCL communicator
+ *                       within 2 x GX_TIMEOUT; GX_NCCL_HANG_CALL names what
+ *                       is expected in the message
+ *   nccl_check async    (FAKENCCL_ASYNC=ncclAllReduce) the library's async
+ *                       error fails the call before the deadline, named
+ * Each rank prints "NCCLCHECK ok" at the end.
+ */
+#include <dlfcn.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "devmem.h"
+#include "gx/gx.h"
+
+static int me = -1;
+static struct devmem dm;
+#define CHECK(cond, ...)                                                                 \
+    do {                                                                                 \
+        if (!(cond)) {                                                                   \
+            fprintf(stderr, "FAIL rank %d line %d: ", me, __LINE__);                     \
+            fprintf(stderr, __VA_ARGS__);                                                \
+            fprintf(stderr, " [last error: %s]\n", gx_last_error());                     \
+            exit(1);                                                                     \
+        }                                                                                \
+    } while (0)
+
+static unsigned long long nccl_calls(void)
+{
+    const char *lib = getenv("GX_NCCL_LIB");
+    void *h = lib ? dlopen(lib, RTLD_NOW | RTLD_NOLOAD) : NULL;
+    unsigned long long (*f)(void) = h ? (unsigned long long (*)(void))dlsym(h, "fakenccl_calls")
+                                      : NULL;
+    return f ? f() : 0;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static float *dev_floats(size_t n)
+{
+    unsigned long long p = 0;
+    CHECK(dm.alloc(&p, n * sizeof(float)) == 0, "cuMemAlloc");
+    return (float *)(uintptr_t)p;
+}
+
+static void put(float *d, const float *h, size_t n)
+{
+    CHECK(dm.htod((unsigned long long)(uintptr_t)d, h, n * sizeof(float)) == 0, "htod");
+}
+
+static void get(float *h, const float *d, size_t n)
+{
+    CHECK(dm.dtoh(h, (unsigned long long)(uintptr_t)d, n * sizeof(float)) == 0, "dtoh");
+}
+
+/* all-reduce, broadcast from the last rank, all-gather; all checked. */
+static void three(struct gx_comm *comm, int n)
+{
+    enum { N = 1000 };
+    float *s = dev_floats(N), *r = dev_floats((size_t)N * n);
+    float *h = malloc(sizeof(float) * N * (size_t)n);
+    for (int i = 0; i < N; i++)
+        h[i] = (float)(me + 1) * (float)(i % 17);
+    put(s, h, N);
+    CHECK(gx_allreduce(comm, s, r, N, GX_FLOAT32, GX_SUM) == GX_OK, "allreduce");
+    get(h, r, N);
+    for (int i = 0; i < N; i++)
+        CHECK(h[i] == (float)(n * (n + 1) / 2) * (float)(i % 17), "allreduce[%d] = %g", i,
+              (double)h[i]);
+    for (int i = 0; i < N; i++)
+        h[i] = (float)(me * 1000 + i);
+    put(r, h, N);
+    CHECK(gx_broadcast(comm, r, r, N, GX_FLOAT32, n - 1) == GX_OK, "broadcast");
+    get(h, r, N);
+    for (int i = 0; i < N; i++)
+        CHECK(h[i] == (float)((n - 1) * 1000 + i), "broadcast[%d] = %g", i, (double)h[i]);
+    for (int i = 0; i < N; i++)
+        h[i] = (float)(me * 7 + i);
+    put(s, h, N);
+    CHECK(gx_allgather(comm, s, r, N, GX_FLOAT32) == GX_OK, "allgather");
+    get(h, r, (size_t)N * n);
+    for (int k = 0; k < n; k++)
+        for (int i = 0; i < N; i++)
+            CHECK(h[k * N + i] == (float)(k * 7 + i), "allgather[%d][%d]", k, i);
+    free(h);
+}
+
+static void expect_error(struct gx_comm *comm, int want, const char *const *needles,
+                         double limit_s)
+{
+    float *s = dev_floats(64), *r = dev_floats(64);
+    double t0 = now_s();
+    int rc = gx_allreduce(comm, s, r, 64, GX_FLOAT32, GX_SUM);
+    double took = now_s() - t0;
+    CHECK(rc == want, "allreduce returned %d (%s), wanted %d", rc, gx_strerror(rc), want);
+    for (int i = 0; needles[i]; i++)
+        CHECK(strstr(gx_last_error(), needles[i]), "error does not name '%s'", needles[i]);
+    CHECK(took <= limit_s, "failed after %.2f s, limit %.2f s", took, limit_s);
+    printf("rank %d: failed in %.2f s: %s\n", me, took, gx_last_error());
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "";
+    if (devmem_open(&dm) != 0 || !dm.peek) {
+        fprintf(stderr, "nccl_check: needs the fake libcuda: %s\n", dm.why);
+        return 77;
+    }
+    struct gx_comm *comm = NULL;
+    CHECK(gx_comm_init_env(&comm) == GX_OK, "init");
+    me = gx_comm_rank(comm);
+    int n = gx_comm_size(comm);
+    double timeout_s = getenv("GX_TIMEOUT") ? atof(getenv("GX_TIMEOUT")) : 600.0;
+    if (!strcmp(mode, "used")) {
+        three(comm, n);
+        CHECK(nccl_calls() == 3, "fake NCCL completed %llu collectives, wanted 3",
+              nccl_calls());
+    } else if (!strcmp(mode, "staged")) {
+        three(comm, n);
+        CHECK(nccl_calls() == 0, "fake NCCL ran %llu collectives with GX_NCCL=off",
+              nccl_calls());
+    } else if (!strcmp(mode, "fail")) {
+        const char *const k[] = { "NCCL ncclAllReduce failed", "NCCL communicator of comm",
+                                  "ncclSystemError", NULL };
+        expect_error(comm, GX_ESYSTEM, k, timeout_s);
+    } else if (!strcmp(mode, "hang")) {
+        const char *call = getenv("NCCL_CHECK_CALL") ? getenv("NCCL_CHECK_CALL")
+                                                     : "ncclAllReduce";
+        const char *const k[] = { call, "NCCL communicator of comm", "GX_TIMEOUT", NULL };
+        expect_error(comm, GX_ETIMEOUT, k, 2 * timeout_s);
+    } else if (!strcmp(mode, "async")) {
+        const char *const k[] = { "NCCL ncclAllReduce failed", "asynchronous error",
+                                  "ncclRemoteError", NULL };
+        expect_error(comm, GX_ESYSTEM, k, timeout_s);
+    } else {
+        fprintf(stderr, "nccl_check: unknown mode '%s'\n", mode);
+        return 2;
+    }
+    printf("NCCLCHECK ok rank %d\n", me);
+    gx_comm_destroy(comm);
+    return 0;
+}
