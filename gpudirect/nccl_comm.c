@@ -56,11 +56,12 @@ bool gx_nccl_usable(bool *required, char *why, size_t why_len)
         snprintf(why, why_len, "%s", w);
         return false;
     }
-    if (!gx_gpu_driver_available(w, sizeof(w))) {
-        snprintf(why, why_len, "%s", w);
+    char d[320];
+    if (!gx_gpu_driver_available(d, sizeof(d))) {
+        snprintf(why, why_len, "%s", d);
         return false;
     }
-    snprintf(why, why_len, "%s", "NCCL usable");
+    snprintf(why, why_len, "%s", w); /* "NCCL 2.x.y (library)" */
     return true;
 }
 

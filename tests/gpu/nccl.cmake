@@ -33,3 +33,10 @@ gx_nccl_test(hang.2 2 "${_fakenccl};FAKENCCL_HANG=ncclAllReduce;GX_TIMEOUT=3" ${
 gx_nccl_test(inithang.2 2
   "${_fakenccl};FAKENCCL_HANG=ncclCommInitRank;GX_TIMEOUT=3;NCCL_CHECK_CALL=ncclCommInitRank"
   ${_ncheck} hang)
+# gx-info says whether NCCL runs the intra-node device collectives, or why not.
+add_test(NAME gpu.nccl.gx-info COMMAND sh -c "\
+  GX_NCCL=auto $<TARGET_FILE:gx-info> | grep '^NCCL' | tee /dev/stderr | \
+    grep -q '^NCCL 2\\.[0-9]*\\.[0-9]* (.*fakenccl.*): used for intra-node device collectives' && \
+  GX_NCCL=off $<TARGET_FILE:gx-info> | grep -q '^NCCL: version .*: not used (GX_NCCL=off)' && \
+  GX_CUDA_LIB=/nonexistent/libcuda.so.1 $<TARGET_FILE:gx-info> | grep -q '^NCCL: .*not used (no libcuda'")
+set_tests_properties(gpu.nccl.gx-info PROPERTIES LABELS gpu TIMEOUT 60 ENVIRONMENT "${_fakenccl}")
