@@ -166,9 +166,16 @@ static int make(struct gx_comm *c, struct coll_intra *in, const void *dev_hint)
 int coll_intra_try(struct gx_comm *c, const struct coll_args *a, const char *fn, bool *ran)
 {
     *ran = false;
-    if (!kind_has_nccl(a->kind) || c->node_count != 1 || c->size < 2 || a->count == 0 ||
+    if (!kind_has_nccl(a->kind) || c->node_count != 1 || a->count == 0 ||
         (unsigned)a->dtype >= GX_DATATYPE_COUNT)
         return GX_OK;
+    if (c->size < 2 && !c->intra) { /* one rank: NCCL only when GX_NCCL=on asks */
+        bool on = false;
+        char w[400];
+        (void)gx_nccl_usable(&on, w, sizeof(w));
+        if (!on)
+            return GX_OK;
+    }
     bool reduces = a->kind == COLL_ALLREDUCE || a->kind == COLL_REDUCE ||
                    a->kind == COLL_REDUCE_SCATTER;
     if (reduces && (unsigned)a->op >= GX_REDOP_COUNT)

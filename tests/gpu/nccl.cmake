@@ -40,3 +40,5 @@ add_test(NAME gpu.nccl.gx-info COMMAND sh -c "\
   GX_NCCL=off $<TARGET_FILE:gx-info> | grep -q '^NCCL: version .*: not used (GX_NCCL=off)' && \
   GX_CUDA_LIB=/nonexistent/libcuda.so.1 $<TARGET_FILE:gx-info> | grep -q '^NCCL: .*not used (no libcuda'")
 set_tests_properties(gpu.nccl.gx-info PROPERTIES LABELS gpu TIMEOUT 60 ENVIRONMENT "${_fakenccl}")
+# One rank: NCCL only with GX_NCCL=on (what tests/gpu/run.sh uses on one GPU).
+gx_nccl_test(used.1 1 "${_fakenccl}" ${_ncheck} used)
