@@ -27,6 +27,7 @@ struct coll_intra {
     int device;          /* the GPU its communicator is on */
     int failed;          /* creation failed with GX_NCCL=on: every later device call fails */
     bool disabled;       /* creation failed (GX_NCCL=auto): staging from then on */
+    struct gx_comm *rail; /* multi-node: the ranks of my local index on every node */
     char why[400];
     char name[160];
 };
@@ -163,11 +164,84 @@ static int make(struct gx_comm *c, struct coll_intra *in, const void *dev_hint)
     return rc;
 }
 
+/* Multi-node: only the all-reduce, hierarchically, on nodes of one size
+ * with 2+ ranks each (uneven nodes stage: coll_hier.c generalises them). */
+static bool hier_applies(const struct gx_comm *c, const struct coll_args *a)
+{
+    if (a->kind != COLL_ALLREDUCE || c->local_size < 2)
+        return false;
+    for (int m = 0; m < c->node_count; m++)
+        if (c->node_size[m] != c->local_size)
+            return false;
+    return true;
+}
+
+/* The hierarchical all-reduce with NCCL inside the node: (a) NCCL
+ * reduce-scatter of the first chunk*L elements (local rank i keeps block i)
+ * and NCCL all-reduce of the tail; (b) my block (and on local rank 0 the
+ * tail) staged to pinned host memory and all-reduced along the rail (the
+ * ranks of my local index on every node: a gx communicator split off once)
+ * by gx's host path; (c) NCCL all-gather of the blocks and broadcast of the
+ * tail from local rank 0. AVG divides inside the node (NCCL) and along the
+ * rail (gx). */
+static int hier_allreduce(struct gx_comm *c, struct coll_intra *in, const struct coll_args *a,
+                          size_t es)
+{
+    int L = c->local_size, lr = c->local_rank;
+    size_t chunk = a->count / (size_t)L, tail = a->count - chunk * (size_t)L;
+    const char *S = a->sendbuf;
+    char *R = a->recvbuf, *mine = R + (size_t)lr * chunk * es, *rtail = R + chunk * L * es;
+    struct gx_nccl_call k[2];
+    int n = 0;
+    if (chunk)
+        k[n++] = (struct gx_nccl_call){ GX_NCCL_REDUCE_SCATTER, S, mine, chunk, a->dtype, a->op,
+                                        -1 };
+    if (tail)
+        k[n++] = (struct gx_nccl_call){ GX_NCCL_ALLREDUCE, S + chunk * L * es, rtail, tail,
+                                        a->dtype, a->op, -1 };
+    int rc = gx_nccl_run(in->nccl, k, n, gx_comm_op_deadline(c), c->op_timeout_ms);
+    if (rc == GX_OK && !in->rail) {
+        rc = gx_comm_split(c, lr, c->node_index, &in->rail);
+        if (rc != GX_OK)
+            rc = gx_fail(rc, GX_SUB_COLL, "comm '%s': cannot split off the rail of local rank "
+                         "%d for the NCCL hierarchical all-reduce: %s", c->name, lr,
+                         gx_last_error());
+    }
+    size_t hb = chunk + (lr == 0 ? tail : 0), cap = 0;
+    if (rc == GX_OK && hb) {
+        char *h = gx_gpu_pinned_get(hb * es, R, &cap);
+        if (!h)
+            return gx_fail(GX_ENOMEM, GX_SUB_GPU, "no pinned memory for %zu bytes: %s",
+                           hb * es, gx_last_error());
+        rc = gx_gpu_copy_dtoh(h, mine, chunk * es);
+        if (rc == GX_OK && hb > chunk)
+            rc = gx_gpu_copy_dtoh(h + chunk * es, rtail, tail * es);
+        if (rc == GX_OK)
+            rc = gx_allreduce(in->rail, h, h, hb, a->dtype, a->op);
+        if (rc == GX_OK)
+            rc = gx_gpu_copy_htod(mine, h, chunk * es);
+        if (rc == GX_OK && hb > chunk)
+            rc = gx_gpu_copy_htod(rtail, h + chunk * es, tail * es);
+        gx_gpu_pinned_put(h, cap);
+    }
+    if (rc != GX_OK)
+        return rc;
+    n = 0;
+    if (chunk)
+        k[n++] = (struct gx_nccl_call){ GX_NCCL_ALLGATHER, mine, R, chunk, a->dtype,
+                                        GX_REDOP_COUNT, -1 };
+    if (tail)
+        k[n++] = (struct gx_nccl_call){ GX_NCCL_BROADCAST, rtail, rtail, tail, a->dtype,
+                                        GX_REDOP_COUNT, 0 };
+    return gx_nccl_run(in->nccl, k, n, gx_comm_op_deadline(c), c->op_timeout_ms);
+}
+
 int coll_intra_try(struct gx_comm *c, const struct coll_args *a, const char *fn, bool *ran)
 {
     *ran = false;
-    if (!kind_has_nccl(a->kind) || c->node_count != 1 || a->count == 0 ||
-        (unsigned)a->dtype >= GX_DATATYPE_COUNT)
+    if (!kind_has_nccl(a->kind) || a->count == 0 || (unsigned)a->dtype >= GX_DATATYPE_COUNT)
+        return GX_OK;
+    if (c->node_count > 1 && !hier_applies(c, a))
         return GX_OK;
     if (c->size < 2 && !c->intra) { /* one rank: NCCL only when GX_NCCL=on asks */
         bool on = false;
@@ -242,7 +316,9 @@ int coll_intra_try(struct gx_comm *c, const struct coll_args *a, const char *fn,
     if (in->failed || !in->nccl)
         return gx_fail(in->failed ? in->failed : GX_EABORTED, GX_SUB_GPU, "%s: %s could not "
                        "be made (an earlier error says why)", fn, in->name);
-    int rc = gx_nccl_run(in->nccl, &k, 1, gx_comm_op_deadline(c), c->op_timeout_ms);
+    int rc = c->node_count > 1 ? hier_allreduce(c, in, a, es)
+                               : gx_nccl_run(in->nccl, &k, 1, gx_comm_op_deadline(c),
+                                             c->op_timeout_ms);
     if (rc != GX_OK)
         return gx_fail(rc, GX_SUB_COLL, "%s (%zu x %s) on comm '%s': %s", fn, a->count,
                        gx_datatype_name(a->dtype), c->name, gx_last_error());
@@ -266,6 +342,8 @@ void coll_intra_destroy(struct gx_comm *c)
     if (!in)
         return;
     gx_nccl_close(in->nccl);
+    if (in->rail)
+        gx_comm_destroy(in->rail);
     free(in);
     c->intra = NULL;
 }

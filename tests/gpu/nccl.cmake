@@ -42,3 +42,19 @@ add_test(NAME gpu.nccl.gx-info COMMAND sh -c "\
 set_tests_properties(gpu.nccl.gx-info PROPERTIES LABELS gpu TIMEOUT 60 ENVIRONMENT "${_fakenccl}")
 # One rank: NCCL only with GX_NCCL=on (what tests/gpu/run.sh uses on one GPU).
 gx_nccl_test(used.1 1 "${_fakenccl}" ${_ncheck} used)
+# Two GX_NODE_ID nodes of 2 ranks, GX_ALGO=hier: the all-reduce runs NCCL
+# reduce-scatter / all-gather inside each node and gx's host path along the
+# rails; every other collective is staged; all must equal coll_check's
+# expected values (the host path's). 2+1 (uneven nodes) stages everything.
+foreach(layout "2x2;4;2" "2+1;3;2")
+  list(GET layout 0 name)
+  list(GET layout 1 n)
+  list(GET layout 2 per)
+  add_test(NAME gpu.nccl.hier.${name} COMMAND sh -c "GX_DEBUG=info GX_ALGO=hier ${_run} -n ${n} \\
+    --timeout 150 sh -c 'GX_NODE_ID=node$((GX_RANK / ${per})) exec ${_chk} matrix --device both \\
+    --large-dtypes float32' > out.hier.${name} 2>&1; rc=$?; grep -v ' INFO ' out.hier.${name}; \\
+    [ $rc = 0 ] && [ $(grep -c 'device collectives of this node run on NCCL' out.hier.${name}) \\
+    = $([ ${name} = 2x2 ] && echo 4 || echo 0) ]")
+  set_tests_properties(gpu.nccl.hier.${name} PROPERTIES LABELS gpu TIMEOUT 200
+    ENVIRONMENT "${_fakenccl}" WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+endforeach()
