@@ -58,6 +58,7 @@ struct ncclComm {
     uint64_t seq;
     atomic_int aborted;
     atomic_int async_err;
+    atomic_int refs;             /* the owner's + one per queued collective */
     pthread_mutex_t mu;          /* guards segs */
     struct seg *segs;            /* my published segments not yet unlinked */
 };
@@ -128,6 +129,16 @@ static void reap(struct ncclComm *c, int all)
         }
     }
     pthread_mutex_unlock(&c->mu);
+}
+
+/* Drop a reference: the last one unmaps and frees. */
+static void unref(struct ncclComm *c)
+{
+    if (atomic_fetch_sub(&c->refs, 1) != 1)
+        return;
+    munmap(c->h, sizeof(struct hdr));
+    pthread_mutex_destroy(&c->mu);
+    free(c);
 }
 
 static size_t send_bytes(const struct job *j)
@@ -235,6 +246,7 @@ static int job_poll(void *arg)
     struct ncclComm *c = j->c;
     if (atomic_load(&c->aborted)) {
         free(j);
+        unref(c);
         return 1;
     }
     if (j->hang)
@@ -264,6 +276,7 @@ static int job_poll(void *arg)
     reap(c, 0);
     free(j);
     atomic_fetch_add(&calls_landed, 1);
+    unref(c);
     return 1;
 }
 
@@ -289,8 +302,10 @@ static ncclResult_t post(int kind, const char *call, const void *s, void *r, siz
                        .root = root, .send = s, .recv = r, .count = count,
                        .hang = env_is("FAKENCCL_HANG", call),
                        .async = env_is("FAKENCCL_ASYNC", call) };
+    atomic_fetch_add(&c->refs, 1);
     if (enqueue_poll((void *)st, job_poll, j) != 0) {
         free(j);
+        unref(c);
         return ncclSystemError;
     }
     return ncclSuccess;
@@ -332,6 +347,7 @@ EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *out, int nranks, ncclUniqueId i
     snprintf(c->name, sizeof(c->name), "%.90s", id.internal);
     c->nranks = nranks;
     c->rank = rank;
+    atomic_store(&c->refs, 1);
     pthread_mutex_init(&c->mu, NULL);
     char n[160];
     snprintf(n, sizeof(n), "/%s", c->name);
@@ -368,9 +384,7 @@ EXPORT ncclResult_t ncclCommDestroy(ncclComm_t c)
     if (!c)
         return ncclInvalidArgument;
     release(c, 1);
-    munmap(c->h, sizeof(struct hdr));
-    pthread_mutex_destroy(&c->mu);
-    free(c);
+    unref(c);
     return ncclSuccess;
 }
 
@@ -378,10 +392,11 @@ EXPORT ncclResult_t ncclCommAbort(ncclComm_t c)
 {
     if (!c)
         return ncclInvalidArgument;
-    /* Queued collectives still point at it: they see `aborted` and finish
-     * without landing; the small object is left behind (tests only). */
+    /* Queued collectives still point at it: they see `aborted`, finish
+     * without landing and drop their references; the last one frees it. */
     atomic_store(&c->aborted, 1);
     release(c, 0);
+    unref(c);
     return ncclSuccess;
 }
 

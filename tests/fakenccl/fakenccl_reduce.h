@@ -75,29 +75,30 @@ static inline uint16_t fk_f2b(float f)
     return (uint16_t)(u >> 16);
 }
 
-#define FK_OP(T, a, b, op)                                                                     \
-    ((op) == 1 ? (T)((a) * (b)) : (op) == 2 ? ((a) > (b) ? (a) : (b))                           \
-     : (op) == 3 ? ((a) < (b) ? (a) : (b)) : (T)((a) + (b)))
-#define FK_LOOP(T)                                                                             \
+/* Sums and products wrap (computed in the unsigned type U), as NCCL's do. */
+#define FK_OP(T, U, a, b, op)                                                                  \
+    ((op) == 1 ? (T)((U)(a) * (U)(b)) : (op) == 2 ? ((a) > (b) ? (a) : (b))                     \
+     : (op) == 3 ? ((a) < (b) ? (a) : (b)) : (T)((U)(a) + (U)(b)))
+#define FK_LOOP(T, U)                                                                          \
     do {                                                                                       \
         T *x = (T *)acc;                                                                       \
         const T *y = (const T *)in;                                                            \
         for (size_t i = 0; i < n; i++)                                                         \
-            x[i] = FK_OP(T, x[i], y[i], op);                                                   \
+            x[i] = FK_OP(T, U, x[i], y[i], op);                                                \
     } while (0)
 
 /* acc[i] = acc[i] op in[i] */
 static inline void fk_reduce(int dt, int op, void *acc, const void *in, size_t n)
 {
     switch (dt) {
-    case 0: FK_LOOP(int8_t); break;
-    case 1: FK_LOOP(uint8_t); break;
-    case 2: FK_LOOP(int32_t); break;
-    case 3: FK_LOOP(uint32_t); break;
-    case 4: FK_LOOP(int64_t); break;
-    case 5: FK_LOOP(uint64_t); break;
-    case 7: FK_LOOP(float); break;
-    case 8: FK_LOOP(double); break;
+    case 0: FK_LOOP(int8_t, uint32_t); break;
+    case 1: FK_LOOP(uint8_t, uint32_t); break;
+    case 2: FK_LOOP(int32_t, uint32_t); break;
+    case 3: FK_LOOP(uint32_t, uint32_t); break;
+    case 4: FK_LOOP(int64_t, uint64_t); break;
+    case 5: FK_LOOP(uint64_t, uint64_t); break;
+    case 7: FK_LOOP(float, float); break;
+    case 8: FK_LOOP(double, double); break;
     case 6:
     case 9: {
         uint16_t *x = acc;
@@ -105,7 +106,7 @@ static inline void fk_reduce(int dt, int op, void *acc, const void *in, size_t n
         for (size_t i = 0; i < n; i++) {
             float a = dt == 6 ? fk_h2f(x[i]) : fk_b2f(x[i]);
             float b = dt == 6 ? fk_h2f(y[i]) : fk_b2f(y[i]);
-            float r = FK_OP(float, a, b, op);
+            float r = FK_OP(float, float, a, b, op);
             x[i] = dt == 6 ? fk_f2h(r) : fk_f2b(r);
         }
         break;
