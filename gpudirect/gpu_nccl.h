@@ -64,9 +64,17 @@ struct gx_nccl_call {
  *  them until `deadline`: an NCCL error is GX_ESYSTEM naming NCCL, the call
  *  and the communicator; a deadline that passes aborts the communicator
  *  (ncclCommAbort) and is GX_ETIMEOUT naming it. After either the
- *  communicator is broken: every later run fails at once. */
+ *  communicator is broken: every later run fails at once. `watch` (may be
+ *  NULL) lets the caller end the wait early (a peer known dead). */
+struct gx_nccl_watch {
+    /* Called every few milliseconds while a call is pending: GX_OK, or an
+     * error already reported with gx_fail (a peer gone): the communicator is
+     * then aborted and the call fails with that status. NULL: none. */
+    int (*check)(void *arg);
+    void *arg;
+};
 int gx_nccl_run(struct gx_nccl *c, const struct gx_nccl_call *calls, int n, uint64_t deadline,
-                int timeout_ms);
+                int timeout_ms, const struct gx_nccl_watch *watch);
 
 /** ncclCommDestroy (ncclCommAbort when broken), the stream, the memory. */
 void gx_nccl_close(struct gx_nccl *c);

@@ -303,7 +303,7 @@ static void abort_comm(struct gx_nccl *c)
 }
 
 int gx_nccl_run(struct gx_nccl *c, const struct gx_nccl_call *calls, int ncalls,
-                uint64_t deadline, int timeout_ms)
+                uint64_t deadline, int timeout_ms, const struct gx_nccl_watch *watch)
 {
     if (c->broken)
         return gx_fail(GX_EABORTED, GX_SUB_GPU, "%s was aborted after an earlier failure",
@@ -343,6 +343,7 @@ int gx_nccl_run(struct gx_nccl *c, const struct gx_nccl_call *calls, int ncalls,
     }
     /* Poll the stream and the communicator's async error under the deadline. */
     unsigned spins = 0;
+    uint64_t next_watch = 0;
     what = ncalls == 1 ? call_name(calls[0].kind) : "a group of NCCL calls";
     for (;;) {
         gx_cu_result q = c->cu->stream_query(c->stream);
@@ -365,7 +366,18 @@ int gx_nccl_run(struct gx_nccl *c, const struct gx_nccl_call *calls, int ncalls,
                            c->name, r != GX_NCCL_SUCCESS ? "ncclCommGetAsyncError" :
                            "asynchronous error", gx_nccl_errstr(n, bad, e, sizeof(e)));
         }
-        if (gx_now_ns() >= deadline) {
+        uint64_t now = gx_now_ns();
+        if (watch && watch->check && now >= next_watch) {
+            next_watch = now + 5000000; /* every 5 ms */
+            int wrc = watch->check(watch->arg);
+            if (wrc != GX_OK) {
+                abort_comm(c);
+                gx_cu_pop(c->cu);
+                return gx_fail(wrc, GX_SUB_GPU, "NCCL %s on %s: %s: aborted the NCCL "
+                               "communicator (ncclCommAbort)", what, c->name, gx_last_error());
+            }
+        }
+        if (now >= deadline) {
             abort_comm(c);
             gx_cu_pop(c->cu);
             return gx_fail(GX_ETIMEOUT, GX_SUB_GPU, "NCCL %s on %s did not complete within "

@@ -164,6 +164,34 @@ static int make(struct gx_comm *c, struct coll_intra *in, const void *dev_hint)
     return rc;
 }
 
+/* While an NCCL call is pending: a rank of my node the bootstrap knows gone
+ * (its connection closed, or marked dead) will never join it; fail naming
+ * it rather than wait for GX_TIMEOUT. Every gone node peer is named: the
+ * first noticed is not always the one that died (a peer that failed first
+ * may close its connections at about the same time; a dead peer this rank
+ * never talked to closed none). */
+static int node_peer_gone(void *arg)
+{
+    struct gx_comm *c = arg;
+    char list[400] = "";
+    size_t len = 0;
+    int gone = 0;
+    for (int r = 0; r < c->size; r++) {
+        if (r == c->rank || c->rank_node[r] != c->node_index ||
+            !gx_boot_peer_gone(c->boot, c->world_ranks[r]))
+            continue;
+        char who[160];
+        gx_boot_describe(c->boot, c->world_ranks[r], who, sizeof(who));
+        if (len < sizeof(list))
+            len += (size_t)snprintf(list + len, sizeof(list) - len, "%scomm rank %d, %s",
+                                    gone ? "; " : "", r, who);
+        gone++;
+    }
+    return gone ? gx_fail(GX_EPEER, GX_SUB_COLL, "comm '%s': %s %s gone", c->name, list,
+                          gone > 1 ? "are" : "is")
+                : GX_OK;
+}
+
 /* Multi-node: only the all-reduce, hierarchically, on nodes of one size
  * with 2+ ranks each (uneven nodes stage: coll_hier.c generalises them). */
 static bool hier_applies(const struct gx_comm *c, const struct coll_args *a)
@@ -192,6 +220,7 @@ static int hier_allreduce(struct gx_comm *c, struct coll_intra *in, const struct
     const char *S = a->sendbuf;
     char *R = a->recvbuf, *mine = R + (size_t)lr * chunk * es, *rtail = R + chunk * L * es;
     struct gx_nccl_call k[2];
+    struct gx_nccl_watch w = { node_peer_gone, c };
     int n = 0;
     if (chunk)
         k[n++] = (struct gx_nccl_call){ GX_NCCL_REDUCE_SCATTER, S, mine, chunk, a->dtype, a->op,
@@ -199,7 +228,7 @@ static int hier_allreduce(struct gx_comm *c, struct coll_intra *in, const struct
     if (tail)
         k[n++] = (struct gx_nccl_call){ GX_NCCL_ALLREDUCE, S + chunk * L * es, rtail, tail,
                                         a->dtype, a->op, -1 };
-    int rc = gx_nccl_run(in->nccl, k, n, gx_comm_op_deadline(c), c->op_timeout_ms);
+    int rc = gx_nccl_run(in->nccl, k, n, gx_comm_op_deadline(c), c->op_timeout_ms, &w);
     if (rc == GX_OK && !in->rail) {
         rc = gx_comm_split(c, lr, c->node_index, &in->rail);
         if (rc != GX_OK)
@@ -233,7 +262,7 @@ static int hier_allreduce(struct gx_comm *c, struct coll_intra *in, const struct
     if (tail)
         k[n++] = (struct gx_nccl_call){ GX_NCCL_BROADCAST, rtail, rtail, tail, a->dtype,
                                         GX_REDOP_COUNT, 0 };
-    return gx_nccl_run(in->nccl, k, n, gx_comm_op_deadline(c), c->op_timeout_ms);
+    return gx_nccl_run(in->nccl, k, n, gx_comm_op_deadline(c), c->op_timeout_ms, &w);
 }
 
 int coll_intra_try(struct gx_comm *c, const struct coll_args *a, const char *fn, bool *ran)
@@ -318,7 +347,8 @@ int coll_intra_try(struct gx_comm *c, const struct coll_args *a, const char *fn,
                        "be made (an earlier error says why)", fn, in->name);
     int rc = c->node_count > 1 ? hier_allreduce(c, in, a, es)
                                : gx_nccl_run(in->nccl, &k, 1, gx_comm_op_deadline(c),
-                                             c->op_timeout_ms);
+                                             c->op_timeout_ms, &(struct gx_nccl_watch){
+                                                 node_peer_gone, c });
     if (rc != GX_OK)
         return gx_fail(rc, GX_SUB_COLL, "%s (%zu x %s) on comm '%s': %s", fn, a->count,
                        gx_datatype_name(a->dtype), c->name, gx_last_error());

@@ -17,14 +17,24 @@
  *                       is expected in the message
  *   nccl_check async    (FAKENCCL_ASYNC=ncclAllReduce) the library's async
  *                       error fails the call before the deadline, named
+ *   nccl_check dead     rank 2 SIGKILLs itself before its 6th all-reduce: the
+ *                       others' pending NCCL call fails with GX_EPEER naming
+ *                       a gone rank (or NCCL's async error, when a peer's
+ *                       abort got there first) and the NCCL communicator well
+ *                       before
+ *                       GX_TIMEOUT (the test wants rank 2 named by at least
+ *                       one: a survivor that failed first may be noticed
+ *                       first by another)
  * Each rank prints "NCCLCHECK ok" at the end.
  */
 #include <dlfcn.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "devmem.h"
 #include "gx/gx.h"
@@ -166,6 +176,33 @@ int main(int argc, char **argv)
         const char *const k[] = { "NCCL ncclAllReduce failed", "asynchronous error",
                                   "ncclRemoteError", NULL };
         expect_error(comm, GX_ESYSTEM, k, timeout_s);
+    } else if (!strcmp(mode, "dead")) {
+        CHECK(n >= 3, "needs 3+ ranks");
+        float *s = dev_floats(1 << 16), *r = dev_floats(1 << 16);
+        for (int it = 0;; it++) {
+            if (me == 2 && it == 5)
+                raise(SIGKILL);
+            double t0 = now_s();
+            int rc = gx_allreduce(comm, s, r, 1 << 16, GX_FLOAT32, GX_SUM);
+            if (rc == GX_OK) {
+                CHECK(it < 1000, "all-reduces keep succeeding with rank 2 dead");
+                continue;
+            }
+            double took = now_s() - t0;
+            /* GX_EPEER naming a gone rank, or NCCL's own (asynchronous)
+             * error when a peer's abort reached the library first. */
+            CHECK((rc == GX_EPEER && strstr(gx_last_error(), " gone")) ||
+                  (rc == GX_ESYSTEM && strstr(gx_last_error(), "asynchronous error")),
+                  "rc %d (%s): neither a gone rank nor NCCL's async error", rc,
+                  gx_strerror(rc));
+            CHECK(strstr(gx_last_error(), "NCCL communicator"), "the NCCL comm is not named");
+            CHECK(took < timeout_s / 2, "took %.2f s (GX_TIMEOUT %.0f s)", took, timeout_s);
+            printf("rank %d: failed in %.2f s: %s\n", me, took, gx_last_error());
+            if (strstr(gx_last_error(), "comm rank 2,"))
+                printf("NAMED rank 2 on rank %d\n", me);
+            sleep(2);
+            break;
+        }
     } else {
         fprintf(stderr, "nccl_check: unknown mode '%s'\n", mode);
         return 2;
