@@ -93,7 +93,9 @@ typedef struct gx_cu_event_st *gx_cu_event; /* CUevent */
                      unsigned long long flags))                                                   \
     X(launch_host_func, "cuLaunchHostFunc", 10000, false, gx_cu_result,                          \
       (gx_cu_stream s, void (*fn)(void *), void *arg))                                            \
-    X(get_error_name, "cuGetErrorName", 6000, false, gx_cu_result, (gx_cu_result r, const char **s))
+    X(get_error_name, "cuGetErrorName", 6000, false, gx_cu_result, (gx_cu_result r, const char **s)) \
+    /* nccl branch: polling the NCCL communicator's stream under a deadline */                    \
+    X(stream_query, "cuStreamQuery", 2000, false, gx_cu_result, (gx_cu_stream s))
 
 struct gx_cu {
 #define GX_CU_FIELD(field, name, ver, req, ret, args) ret(*field) args;

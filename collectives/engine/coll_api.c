@@ -13,6 +13,7 @@
 #include <stdlib.h>
 
 #include "collectives/engine/coll.h"
+#include "collectives/engine/coll_intra.h"
 #include "collectives/comm/comm_internal.h"
 #include "collectives/comm/request.h"
 #include "collectives/comm/stage.h"
@@ -132,6 +133,14 @@ static int coll_start(struct gx_comm *comm, struct coll_args *a, const char *fn,
     int rc = gx_comm_check_usable(comm, fn);
     if (rc != GX_OK)
         return rc;
+    if (a->will_wait && req) { /* blocking, device buffers: the node's NCCL (coll_intra.h) */
+        bool ran = false;
+        rc = coll_intra_try(comm, a, fn, &ran);
+        if (ran) {
+            *req = NULL;
+            return rc == GX_OK ? GX_OK : gx_comm_note_failure(comm, rc);
+        }
+    }
     uint64_t seq = coll_next_seq(comm, &rc);
     if (rc != GX_OK)
         return rc;
@@ -164,7 +173,7 @@ static int coll_blocking(struct gx_comm *comm, struct coll_args *a, const char *
     struct gx_request *req = NULL;
     a->will_wait = true; /* no need to wake the progress thread for it */
     int rc = coll_start(comm, a, fn, &req);
-    if (rc != GX_OK)
+    if (rc != GX_OK || !req) /* !req: it ran on the node's NCCL communicator */
         return rc;
     rc = gx_wait(req, -1);
     gx_request_free(req);

@@ -102,6 +102,11 @@ static void run_op(struct fop *o)
         pthread_mutex_unlock(&mu);
         o->fn(o->arg);
         pthread_mutex_lock(&mu);
+    } else if (o->kind == OP_POLL) { /* nccl branch: a fakenccl collective; a sync waits */
+        pthread_mutex_unlock(&mu);
+        while (!o->poll(o->arg))
+            usleep(100);
+        pthread_mutex_lock(&mu);
     } else {
         flush(o->other, o->ticket);
     }

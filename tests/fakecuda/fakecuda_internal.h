@@ -36,7 +36,7 @@ struct falloc {
     unsigned long long id;
     struct fctx *ctx;
 };
-enum { OP_COPY, OP_WAIT, OP_HOST };
+enum { OP_COPY, OP_WAIT, OP_HOST, OP_POLL /* nccl branch: fakenccl's collectives */ };
 struct fop {
     int kind;
     char *dst;
@@ -46,6 +46,7 @@ struct fop {
     unsigned long long ticket;
     void (*fn)(void *); /* OP_HOST */
     void *arg;
+    int (*poll)(void *); /* OP_POLL: 1 when done (runs without the lock) */
 };
 struct fstream {
     struct fop *ops;

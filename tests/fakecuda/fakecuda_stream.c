@@ -117,6 +117,60 @@ static int fk_error_name(int r, const char **s)
     }
 }
 
+/* ---- nccl branch: cuStreamQuery and fakenccl's hooks ------------------------------ */
+/* cuStreamQuery runs what is ready at the stream's head without blocking (as
+ * a GPU progresses on its own): copies, host functions, fakenccl collectives
+ * whose peers are there. CUDA_ERROR_NOT_READY while anything is left. */
+static int fk_stream_query(struct fstream *s)
+{
+    FAILPOINT("cuStreamQuery");
+    NEED_CTX();
+    pthread_mutex_lock(&mu);
+    if (!s)
+        s = &legacy;
+    while (!s->running && s->nops) {
+        struct fop *o = &s->ops[0];
+        if (o->kind == OP_POLL) {
+            s->running = 1;
+            pthread_mutex_unlock(&mu);
+            int done = o->poll(o->arg);
+            pthread_mutex_lock(&mu);
+            s->running = 0;
+            if (!done)
+                break;
+            memmove(s->ops, s->ops + 1, (s->nops - 1) * sizeof(*s->ops));
+            s->nops--;
+            s->done++;
+        } else {
+            flush(s, s->done + 1);
+        }
+    }
+    int idle = s->done == s->submitted;
+    pthread_mutex_unlock(&mu);
+    return idle ? OK : 600;
+}
+
+/* Hook for fakenccl: queue `poll(arg)` on stream `s`; the stream runs it once
+ * the work before it is done, again and again until it returns 1 (a
+ * synchronize waits for that; cuStreamQuery asks once). */
+EXPORT int fakecuda_enqueue_poll(void *s, int (*poll)(void *), void *arg)
+{
+    pthread_mutex_lock(&mu);
+    int rc = enqueue(s, (struct fop){ .kind = OP_POLL, .poll = poll, .arg = arg });
+    pthread_mutex_unlock(&mu);
+    return rc;
+}
+
+/* Hook for fakenccl: the fake's writable view of [p, p+len) (device memory
+ * through its alias, host memory as is); NULL past an allocation's end. */
+EXPORT void *fakecuda_view(unsigned long long p, size_t len)
+{
+    pthread_mutex_lock(&mu);
+    char *v = view((uintptr_t)p, len);
+    pthread_mutex_unlock(&mu);
+    return v;
+}
+
 /* ---- cuGetProcAddress ---------------------------------------------------------- */
 static const struct { const char *name; int min_version; void *fn; } procs[] = {
     { "cuInit", 2000, (void *)fk_init },
@@ -155,6 +209,8 @@ static const struct { const char *name; int min_version; void *fn; } procs[] = {
     { "cuMemGetHandleForAddressRange", 11070, (void *)fk_dmabuf },
     { "cuLaunchHostFunc", 10000, (void *)fk_launch_host_func },
     { "cuGetErrorName", 6000, (void *)fk_error_name },
+    /* nccl branch */
+    { "cuStreamQuery", 2000, (void *)fk_stream_query },
 };
 
 EXPORT int cuGetProcAddress_v2(const char *sym, void **pfn, int version,

@@ -15,7 +15,13 @@
 # 3. benchmarks device-buffer all-reduce (gx-perf --device, 1 MiB..256 MiB)
 #    on 2 and 4 processes against torch.distributed + Gloo on CUDA tensors
 #    when python3 has torch with CUDA;
-# 4. writes everything to perf/results/gpu-<gpu>-<date>.txt (commit it).
+# 4. NCCL for one-node device collectives against a real libnccl
+#    (GX_NCCL_LIB, else PyTorch's bundled one, else libnccl.so.2):
+#    gx-info's NCCL line, every collective and nccl_check on 1 process with
+#    GX_NCCL=on (one GPU: NCCL refuses two ranks on one GPU), and on 2
+#    processes with GX_NCCL=auto, where NCCL may refuse and every rank must
+#    fall back to staging together (the checks above run with GX_NCCL=off);
+# 5. writes everything to perf/results/gpu-<gpu>-<date>.txt (commit it).
 # Exit: 0 all passed, 1 a check failed, 77 no GPU (the reason is printed).
 # NVIDIA_SMI names the nvidia-smi to ask (default: the one on PATH).
 set -u
@@ -33,7 +39,9 @@ if ! gpus=$("$smi" --query-gpu=name,driver_version,pci.bus_id --format=csv,nohea
     echo "tests/gpu/run.sh: SKIP: nvidia-smi finds no GPU: $gpus"
     exit 77
 fi
-unset GX_CUDA_LIB FAKECUDA_FAIL
+unset GX_CUDA_LIB FAKECUDA_FAIL FAKENCCL_FAIL FAKENCCL_HANG FAKENCCL_ASYNC
+nccl_lib=${GX_NCCL_LIB:-}
+export GX_NCCL=off # the staging checks; the NCCL section sets its own
 gpu_name=$(echo "$gpus" | head -1 | cut -d, -f1 | tr -c 'A-Za-z0-9\n' '-' | sed 's/--*/-/g;s/-$//')
 stamp=$(date -u +%Y%m%d-%H%M)
 mkdir -p "$src/perf/results"
@@ -104,8 +112,41 @@ if [ -n "$kernel" ]; then
     for n in 2 4; do run "kernels + allreduce_stream x$n" gxrun -n $n "$kernel" 4194304 20; done
 fi
 
-echo "## benchmark: device-buffer all-reduce, float sum, busbw in GB/s"
 py=$(command -v python3 || true)
+echo "## NCCL for one-node device collectives"
+if [ -z "$nccl_lib" ] && [ -n "$py" ]; then
+    nccl_lib=$("$py" -c 'import glob, os, torch
+d = os.path.dirname(torch.__file__)
+c = glob.glob(os.path.join(d, "lib", "libnccl.so*"))
+try:
+    import nvidia.nccl
+    for p in nvidia.nccl.__path__:
+        c += glob.glob(os.path.join(p, "lib", "libnccl.so*"))
+except ImportError:
+    pass
+c += glob.glob(os.path.join(os.path.dirname(d), "nvidia", "nccl", "lib", "libnccl.so*"))
+print(sorted(c)[0] if c else "")' 2>/dev/null || true)
+fi
+nccl_lib=${nccl_lib:-libnccl.so.2}
+echo "# GX_NCCL_LIB=$nccl_lib"
+GX_NCCL=on GX_NCCL_LIB=$nccl_lib "$bin/gx-info" | grep '^NCCL'
+if GX_NCCL=on GX_NCCL_LIB=$nccl_lib "$bin/gx-info" | grep -q 'used for intra-node device'; then
+    run "nccl: 3 collectives x1 (GX_NCCL=on)" env GX_NCCL=on GX_NCCL_LIB="$nccl_lib" \
+        "$bin/gx-run" --timeout 600 -n 1 "$bin/nccl_check" used
+    run "nccl: matrix --device both x1" env GX_NCCL=on GX_NCCL_LIB="$nccl_lib" \
+        "$bin/gx-run" --timeout 600 -n 1 "$bin/coll_check" matrix --device both \
+        --large-dtypes float32,float16
+    for n in 2 4; do
+        run "nccl auto (or agreed staging) x$n" env GX_NCCL=auto GX_NCCL_LIB="$nccl_lib" \
+            "$bin/gx-run" --timeout 600 -n $n "$bin/coll_check" matrix --device both \
+            --large-dtypes float32
+    done
+else
+    echo "FAIL: no usable NCCL at $nccl_lib (gx-info above says why)"
+    failed=1
+fi
+
+echo "## benchmark: device-buffer all-reduce, float sum, busbw in GB/s"
 have_torch=0
 if [ -n "$py" ] && "$py" -c 'import torch, torch.distributed as d; assert torch.cuda.is_available() and d.is_gloo_available()' 2>/dev/null; then
     have_torch=1

@@ -19,6 +19,7 @@
 #include "common/param.h"
 #include "tools/gx-info/flight_merge.h"
 #include "fabric/fabric.h"
+#include "gpudirect/gpu_nccl.h"
 #include "gpudirect/gpudirect.h"
 #include "gx/gx.h"
 #include "gx_build_config.h"
@@ -149,20 +150,29 @@ static void print_gpus(bool json)
             printf("  %d  %s\n", i, gx_last_error());
         }
     }
-    char nwhy[320];
+    char nwhy[320], nuse[420]; /* nccl branch: whether NCCL runs device collectives */
     int nv = gx_nccl_version(nwhy, sizeof(nwhy));
+    bool nreq = false;
+    bool nused = gx_nccl_usable(&nreq, nuse, sizeof(nuse));
     static const char kernels[] = "not built: reductions of device buffers run on the host "
                                   "after staging";
     if (json) {
         printf("], \"nccl\": {\"version_code\": %d, \"reason\": ", nv);
         json_string(nwhy);
+        printf(", \"used_for_intra_node\": %s, \"use_reason\": ", nused ? "true" : "false");
+        json_string(nuse);
         printf("}, \"cuda_kernels\": ");
         json_string(kernels);
         printf("},\n");
         return;
     }
-    printf("NCCL: %s%s\n", nwhy, nv ? ": found, not used yet (device buffers are staged "
-                                       "through host memory)" : "");
+    if (nused)
+        printf("%s: used for intra-node device collectives\n", nuse);
+    else if (nv)
+        printf("NCCL: %s: not used (%s): device buffers are staged through host memory\n",
+               nwhy, nuse);
+    else
+        printf("NCCL: %s\n", nwhy);
     printf("CUDA reduction kernels: %s\n", kernels);
 }
 

@@ -1,0 +1,42 @@
+/*
+ * coll_intra.h - the intra-node engines for the collectives of one node's
+ * ranks. Two implementations:
+ *   - host: the engine's own schedules over shared memory (the node arena,
+ *     collectives/arena/, and the shm provider), on host memory or on
+ *     device buffers staged through pinned host memory (comm/stage.c);
+ *   - device: one NCCL communicator per node (coll_intra_nccl.c, over
+ *     gpudirect/gpu_nccl.h), made on first use with a unique id from the
+ *     node's local rank 0 sent over gx's bootstrap, running the collective
+ *     on the device buffers themselves.
+ * coll_intra_try() picks the device engine for a blocking call when it
+ * applies and says so; otherwise the caller runs the host engine as before.
+ *
+ * Room engine/: called by coll_api.c; the per-comm state hangs off
+ * gx_comm.intra and is closed by gx_coll_comm_destroy().
+ */
+#ifndef GX_COLL_INTRA_H
+#define GX_COLL_INTRA_H
+
+#include <stdbool.h>
+
+#include "collectives/engine/schedule.h"
+
+struct gx_comm;
+
+/** Run `a` (a blocking collective with valid-looking arguments) on the
+ *  node's device engine when it applies: a one-node communicator of 2+
+ *  ranks, a collective NCCL has (allreduce, broadcast, reduce, allgather,
+ *  reduce-scatter) with its datatype and op, every buffer this rank uses
+ *  device memory, GX_NCCL not off and the library there. *ran false: not
+ *  applicable (nothing happened, the host engine runs it). *ran true: the
+ *  status is the collective's. */
+int coll_intra_try(struct gx_comm *comm, const struct coll_args *a, const char *fn, bool *ran);
+
+/** Whether the device engine is in use on `comm`, and why not (gx-info,
+ *  tests). */
+bool coll_intra_device_state(const struct gx_comm *comm, char *why, size_t why_len);
+
+/** Close the node's NCCL communicator (gx_coll_comm_destroy). */
+void coll_intra_destroy(struct gx_comm *comm);
+
+#endif
