@@ -211,6 +211,7 @@ static int port_setup(void)
                        rte_strerror(rte_errno));
     struct rte_eth_conf conf;
     memset(&conf, 0, sizeof(conf));
+    conf.txmode.offloads = dpdk_zc_setup(pid, (unsigned)nmbufs);
     int rc = rte_eth_dev_configure(pid, 1, 1, &conf);
     if (rc < 0)
         return gx_fail(GX_ESYSTEM, GX_SUB_FABRIC, "dpdk: configuring port %u: %s", pid,

@@ -221,6 +221,7 @@ void dpdk_ep_free(struct dpdk_ep *ep)
     if (ep->fd >= 0)
         close(ep->fd);
     dpdk_rx_drop_parked(ep);
+    dpdk_zc_ep_free(ep);
     free(ep->parked);
     free(ep->txops);
     free(ep->rx);
