@@ -150,6 +150,12 @@ struct dpdk_port_stats {
     uint64_t drops[GX_DPDK_DROP_REASONS];
     uint64_t unknown_conn, bad_cookie, ring_full;
     uint64_t inj_drop, inj_dup, inj_reorder;
+    /* CPU cost of the data path with GX_DPDK_COST=1 (logged at close,
+     * GX_DEBUG=info): the thread's CPU time in the polls that received
+     * frames and the endpoint turns that sent some. CPU time, not wall
+     * time, so a descheduled thread does not count: the figure holds on a
+     * loaded machine. */
+    uint64_t work_ns, work_calls;
 };
 
 /** Bring up EAL and the port once per process (idempotent); `rank` picks
@@ -170,6 +176,10 @@ int dpdk_port_alloc(struct rte_mbuf **m, unsigned n);
 /** Transmit; returns how many were taken (the rest are freed here). */
 unsigned dpdk_port_tx(struct rte_mbuf **m, unsigned n);
 void dpdk_port_stats(struct dpdk_port_stats *out);
+/** Data-path CPU accounting (GX_DPDK_COST): the thread's CPU time now, 0
+ *  when off; then dpdk_port_work(t0) adds the time since if t0 != 0. */
+uint64_t dpdk_port_cpu_ns(void);
+void dpdk_port_work(uint64_t t0);
 /** Send one raw frame as given (tests: malformed input). */
 int dpdk_port_send_raw(const void *frame, size_t len);
 /** Name of the port's device and driver, for probe and logs. */
