@@ -9,13 +9,14 @@
 #   -- ENV=V ...   extra env for both memif sides
 #   -a "ENV=V ..." also measure memif with these settings in each run (an A/B
 #                  comparison in the same run), e.g. -a GX_DPDK_ZCOPY=0
+#   -m MTU         memif GX_DPDK_MTU (default 64000; 9000 = Ethernet jumbo size)
 #   -N NICE        run every gx-bw (tcp and memif alike) at this nice level;
 #                  on a shared machine -N -20 keeps other work from
 #                  descheduling the busy-polling ranks (root only)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
-runs=5 build=/tmp/gx-memif-bench iters=200 extra="" alt="" nice=0
+runs=5 build=/tmp/gx-memif-bench iters=200 mtu=64000 extra="" alt="" nice=0
 while [ $# -gt 0 ]; do
   case "$1" in
     -r) runs=$2; shift 2 ;;
@@ -23,8 +24,9 @@ while [ $# -gt 0 ]; do
     -n) iters=$2; shift 2 ;;
     -a) alt=$2; shift 2 ;;
     -N) nice=$2; shift 2 ;;
+    -m) mtu=$2; shift 2 ;;
     --) shift; extra="$*"; break ;;
-    *) echo "usage: $0 [-r RUNS] [-b BUILD_DIR] [-n ITERS] [-a ENV] [-- ENV=VALUE...]" >&2; exit 2 ;;
+    *) echo "usage: $0 [-r RUNS] [-b BUILD_DIR] [-n ITERS] [-a ENV] [-m MTU] [-N NICE] [-- ENV=VALUE...]" >&2; exit 2 ;;
   esac
 done
 pkg-config --exists libdpdk || { echo "libdpdk not found (apt-get install dpdk-dev)" >&2; exit 77; }
@@ -42,9 +44,9 @@ gxbw() { # SERVER_ENV CLIENT_ENV args... -> bw_avg_mbs of the client
     python3 -c "import json,sys; print(json.load(sys.stdin)['results'][0]['bw_avg_mbs'])"
   wait "$spid" || true
 }
-memif() { echo "GX_SOCKET_IFNAME=lo GX_DPDK_MTU=9000 GX_DPDK_VDEV=net_memif0,role=$1,socket=/tmp/gx-memif-bw-$port.sock $extra"; }
+memif() { echo "GX_SOCKET_IFNAME=lo GX_DPDK_MTU=$mtu GX_DPDK_VDEV=net_memif0,role=$1,socket=/tmp/gx-memif-bw-$port.sock $extra"; }
 lo="GX_SOCKET_IFNAME=lo"
-echo "commit $(git -C "$root" rev-parse --short HEAD); extra env: ${extra:-none}; B env: ${alt:-none}; nice $nice; loadavg before: $(cat /proc/loadavg)"
+echo "commit $(git -C "$root" rev-parse --short HEAD); extra env: ${extra:-none}; B env: ${alt:-none}; memif MTU $mtu; nice $nice; loadavg before: $(cat /proc/loadavg)"
 rows=$(mktemp)
 for r in $(seq 1 "$runs"); do
   t=$(gxbw "$lo" "$lo" --provider tcp -s 4M -n "$iters")
