@@ -5,22 +5,26 @@
 #   memif 8 B one-way latency              vs the tcp provider over loopback (goal <= 1/3)
 #   memif 4 MiB at 10% injected loss       vs memif loss-free, same run (goal >= 0.5)
 #   af_packet over a veth between two netns vs tcp over the same veth (no goal; root only)
-# memif runs with GX_DPDK_MTU=9000 (jumbo frames in chained memif buffers).
+# memif runs with GX_DPDK_MTU=64000 (memif has no MTU: one 64000-byte frame
+# per memif buffer; -m 9000 for Ethernet jumbo-sized frames, as before
+# 2026-11-25 evening).
 #
-# usage: perf/dpdk_bench.sh [-r RUNS] [-b BUILD_DIR] [--record]
+# usage: perf/dpdk_bench.sh [-r RUNS] [-b BUILD_DIR] [-m MEMIF_MTU] [--record]
 #   --record writes perf/results/<date>-dpdk.md
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 runs=3
+mtu=64000
 build=/tmp/gx-dpdk-bench
 record=0
 while [ $# -gt 0 ]; do
   case "$1" in
     -r) runs=$2; shift 2 ;;
     -b) build=$2; shift 2 ;;
+    -m) mtu=$2; shift 2 ;;
     --record) record=1; shift ;;
-    *) echo "usage: $0 [-r RUNS] [-b BUILD_DIR] [--record]" >&2; exit 2 ;;
+    *) echo "usage: $0 [-r RUNS] [-b BUILD_DIR] [-m MEMIF_MTU] [--record]" >&2; exit 2 ;;
   esac
 done
 pkg-config --exists libdpdk || { echo "libdpdk not found (apt-get install dpdk-dev)" >&2; exit 77; }
@@ -43,7 +47,7 @@ gxbw() {
 }
 field() { python3 -c "import json,sys; print(json.load(sys.stdin)['results'][0]['$1'])"; }
 memif() { # role -> env for one side of a memif pair
-  echo "GX_SOCKET_IFNAME=lo GX_DPDK_MTU=9000 GX_DPDK_VDEV=net_memif0,role=$1,socket=/tmp/gx-dpdk-bench-$port.sock"
+  echo "GX_SOCKET_IFNAME=lo GX_DPDK_MTU=$mtu GX_DPDK_VDEV=net_memif0,role=$1,socket=/tmp/gx-dpdk-bench-$port.sock"
 }
 lo="GX_SOCKET_IFNAME=lo"
 
@@ -108,7 +112,7 @@ if [ "$record" = 1 ]; then
     echo "CPU: $(lscpu | sed -n 's/^Model name:[[:space:]]*//p'), $(nproc) cores"
     echo "Kernel: $(uname -r); DPDK $(pkg-config --modversion libdpdk); commit $(git -C "$root" rev-parse --short HEAD)"
     echo "Load average at the start: $load0 (other work on the machine skews two-process figures)"
-    echo "Command: perf/dpdk_bench.sh -r $runs --record"
+    echo "Command: perf/dpdk_bench.sh -r $runs -m $mtu --record (memif GX_DPDK_MTU=$mtu)"
     echo
     echo "$report"
     echo

@@ -139,6 +139,7 @@ struct dpdk_ep {
     uint32_t nparked;
     uint32_t unacked;                   /* segments since our last ACK */
     uint64_t err_rx;                    /* receive whose message failed the ep */
+    void *zc_shinfo;                    /* dpdk_zc.c: shared info of attached buffers */
     /* counters (dpdk_ep_stats) */
     uint64_t n_retx, n_timeouts, n_dup_rx, n_rnr, n_data_rx, n_data_tx, n_probes, n_early, n_spurious, n_parked;
 };
@@ -149,6 +150,12 @@ struct dpdk_port_stats {
     uint64_t drops[GX_DPDK_DROP_REASONS];
     uint64_t unknown_conn, bad_cookie, ring_full;
     uint64_t inj_drop, inj_dup, inj_reorder;
+    /* CPU cost of the data path with GX_DPDK_COST=1 (logged at close,
+     * GX_DEBUG=info): the thread's CPU time in the polls that received
+     * frames and the endpoint turns that sent some. CPU time, not wall
+     * time, so a descheduled thread does not count: the figure holds on a
+     * loaded machine. */
+    uint64_t work_ns, work_calls;
 };
 
 /** Bring up EAL and the port once per process (idempotent); `rank` picks
@@ -169,6 +176,10 @@ int dpdk_port_alloc(struct rte_mbuf **m, unsigned n);
 /** Transmit; returns how many were taken (the rest are freed here). */
 unsigned dpdk_port_tx(struct rte_mbuf **m, unsigned n);
 void dpdk_port_stats(struct dpdk_port_stats *out);
+/** Data-path CPU accounting (GX_DPDK_COST): the thread's CPU time now, 0
+ *  when off; then dpdk_port_work(t0) adds the time since if t0 != 0. */
+uint64_t dpdk_port_cpu_ns(void);
+void dpdk_port_work(uint64_t t0);
 /** Send one raw frame as given (tests: malformed input). */
 int dpdk_port_send_raw(const void *frame, size_t len);
 /** Name of the port's device and driver, for probe and logs. */
@@ -181,6 +192,19 @@ bool dpdk_port_park(void);
 void dpdk_port_unpark(struct rte_mbuf *m);
 /** The gx header and payload of a frame that parsed before. */
 void dpdk_port_frame(struct rte_mbuf *m, struct gx_dpdk_hdr *h, const uint8_t **payload);
+
+/* ---- dpdk_zc.c ---------------------------------------------------------- */
+/** Zero-copy sends on `port_id` if its driver allows (GX_DPDK_ZCOPY); returns
+ *  the tx offloads the port must be configured with (0: sends copy). */
+uint64_t dpdk_zc_setup(uint16_t port_id, unsigned nmbufs);
+bool dpdk_zc_on(void);
+/** A data frame whose payload points at `payload` (not copied); `*hdrs` gets
+ *  where its GX_DPDK_HDRS_LEN header bytes go. NULL when out of buffers. */
+struct rte_mbuf *dpdk_zc_frame(struct dpdk_ep *ep, const void *payload, size_t plen,
+                               uint8_t **hdrs);
+/** No frame of `ep` points into a caller's buffer any more. */
+bool dpdk_zc_idle(struct dpdk_ep *ep);
+void dpdk_zc_ep_free(struct dpdk_ep *ep);
 
 /* ---- dpdk_rx.c ---------------------------------------------------------- */
 /** Process one frame for `ep`; true when the endpoint kept `m` (parked). */

@@ -342,8 +342,12 @@ void dpdk_ep_progress(struct gx_fab_ep *base)
     struct dpdk_ep *ep = (struct dpdk_ep *)base;
     if (ep->state != EP_ESTABLISHED)
         return;
+    uint64_t t0 = dpdk_port_cpu_ns(), sent = ep->n_data_tx;
+    bool acking = ep->ack_due;
     dpdk_rx_send_ack(ep);
     dpdk_tx_progress(ep);
+    if (ep->n_data_tx != sent || (acking && !ep->ack_due))
+        dpdk_port_work(t0);
     uint64_t now = gx_now_ns();
     /* Waiting for an ACK after a probe: look at the side channel now. */
     if (ep->probed && ep->snd_una != ep->snd_nxt)

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <rte_eal.h>
@@ -42,11 +43,14 @@ GX_PARAM_DEFINE(gx_param_dpdk_vdev, "GX_DPDK_VDEV", GX_PARAM_STRING, "", NULL,
                 "list is indexed by the rank (tests on one machine).");
 GX_PARAM_DEFINE(gx_param_dpdk_mtu, "GX_DPDK_MTU", GX_PARAM_INT, "0", NULL,
                 "IP MTU the dpdk provider sets on its port (0 = keep the port's; 9000 for jumbo "
-                "frames where the port allows).");
+                "frames where the port allows; memif, which has none, carries up to 64000).");
 GX_PARAM_DEFINE(gx_param_dpdk_ip, "GX_DPDK_IP", GX_PARAM_STRING, "", NULL,
                 "IPv4 source address of dpdk frames (default: the side-channel interface's).");
 GX_PARAM_DEFINE(gx_param_dpdk_mbufs, "GX_DPDK_MBUFS", GX_PARAM_INT, "8191", NULL,
                 "Packet buffers in the dpdk provider's mempool.");
+GX_PARAM_DEFINE(gx_param_dpdk_cost, "GX_DPDK_COST", GX_PARAM_INT, "0", NULL,
+                "1: the dpdk provider measures its data path's CPU time (two clock reads per "
+                "busy poll) and logs it at close with GX_DEBUG=info (perf/memif_cost.sh).");
 GX_PARAM_DEFINE(gx_param_dpdk_drop, "GX_DPDK_DROP", GX_PARAM_STRING, "0", NULL,
                 "Fault injection: fraction (0.05 or 5%) of received dpdk frames dropped.");
 GX_PARAM_DEFINE(gx_param_dpdk_reorder, "GX_DPDK_REORDER", GX_PARAM_STRING, "0", NULL,
@@ -80,8 +84,9 @@ static struct {
     uint64_t last_kick, last_start;
     bool restart_when_down;
     bool started, closed;
-    uint8_t scratch[16384];
-    uint8_t replay_scratch[16384];
+    bool cost;                 /* GX_DPDK_COST */
+    uint8_t scratch[GX_DPDK_MTU_MAX + GX_DPDK_ETH_LEN];
+    uint8_t replay_scratch[GX_DPDK_MTU_MAX + GX_DPDK_ETH_LEN];
     int park_budget;
 } P = { .init_lock = PTHREAD_MUTEX_INITIALIZER, .init_rc = 1,
         .lock = RTE_SPINLOCK_RECURSIVE_INITIALIZER };
@@ -122,6 +127,12 @@ static void pick_entry(const char *list, int rank, char *out, size_t len)
     snprintf(out, len, "%.*s", (int)(l < len ? l : len - 1), s);
 }
 
+/* memif buffer size for an IP MTU: the frame, rounded up to 1 KiB. */
+static uint32_t memif_bsize(uint32_t mtu)
+{
+    return (mtu + GX_DPDK_ETH_LEN + 1023) / 1024 * 1024;
+}
+
 static int eal_init(int rank)
 {
     char vdev[512], args[2048];
@@ -142,17 +153,20 @@ static int eal_init(int rank)
         n += (size_t)snprintf(args + n, sizeof(args) - n, " --vdev %s", vdev);
     /* memif with jumbo frames: one frame per buffer and a deeper ring, unless
      * the vdev string says otherwise (2 KiB buffers chained five deep halved
-     * the bandwidth here). */
+     * the bandwidth here). The ring keeps about 37 MB: 4096 slots of 9 KiB,
+     * fewer of bigger buffers. */
     long long mtu = 0;
     if (strncmp(vdev, "net_memif", 9) == 0 && gx_param_int(&gx_param_dpdk_mtu, &mtu) == GX_OK &&
-        mtu > 2048) {
+        mtu > 2048 && mtu <= GX_DPDK_MTU_MAX) {
+        uint32_t bsize = memif_bsize((uint32_t)mtu);
+        int rsize = 12;
+        for (uint32_t b = bsize; b > 9216 && rsize > 8; b /= 2)
+            rsize--;
         if (!strstr(vdev, "bsize="))
-            n += (size_t)snprintf(args + n, sizeof(args) - n, ",bsize=%lld",
-                                  (mtu + GX_DPDK_ETH_LEN + 1023) / 1024 * 1024);
+            n += (size_t)snprintf(args + n, sizeof(args) - n, ",bsize=%u", bsize);
         if (!strstr(vdev, "rsize="))
-            n += (size_t)snprintf(args + n, sizeof(args) - n, ",rsize=12");
-    }
-    else if (vdev[0])
+            n += (size_t)snprintf(args + n, sizeof(args) - n, ",rsize=%d", rsize);
+    } else if (vdev[0] && strncmp(vdev, "net_", 4) != 0)
         n += (size_t)snprintf(args + n, sizeof(args) - n, " -a %s", vdev);
     P.restart_when_down = strstr(vdev, "memif") && strstr(vdev, "role=client");
     if (n >= sizeof(args))
@@ -190,16 +204,25 @@ static int port_setup(void)
                        "vdev (net_memif0,role=server) or a PCI address bound to a DPDK driver");
     P.port_id = pid;
     long long mtu = 0, nmbufs = 8191;
-    if (gx_param_int(&gx_param_dpdk_mtu, &mtu) != GX_OK || mtu < 0 || mtu > 9600)
-        return gx_fail(GX_EINVAL, GX_SUB_FABRIC, "GX_DPDK_MTU must be 0 or 576..9600");
+    if (gx_param_int(&gx_param_dpdk_mtu, &mtu) != GX_OK || mtu < 0 ||
+        (mtu > 0 && mtu < 576) || mtu > GX_DPDK_MTU_MAX)
+        return gx_fail(GX_EINVAL, GX_SUB_FABRIC, "GX_DPDK_MTU must be 0 or 576..%u",
+                       GX_DPDK_MTU_MAX);
     if (gx_param_int(&gx_param_dpdk_mbufs, &nmbufs) != GX_OK || nmbufs < 1023)
         return gx_fail(GX_EINVAL, GX_SUB_FABRIC, "GX_DPDK_MBUFS must be at least 1023");
     uint16_t cur = 1500;
     rte_eth_dev_get_mtu(pid, &cur);
     P.mtu = mtu ? (uint16_t)mtu : cur;
     uint32_t room = RTE_PKTMBUF_HEADROOM + P.mtu + GX_DPDK_ETH_LEN + 64;
+    if (room < RTE_PKTMBUF_HEADROOM + memif_bsize(P.mtu)) /* memif's one-copy receive path */
+        room = RTE_PKTMBUF_HEADROOM + memif_bsize(P.mtu);
     if (room < RTE_MBUF_DEFAULT_BUF_SIZE)
         room = RTE_MBUF_DEFAULT_BUF_SIZE;
+    /* The default count fits big buffers (memif frames up to 64000 bytes)
+     * into 256 MiB of EAL memory. */
+    if (!getenv("GX_DPDK_MBUFS") && (uint64_t)nmbufs * room > (256ull << 20))
+        nmbufs = (long long)((256ull << 20) / room) - 1 < 1023 ? 1023
+                 : (long long)((256ull << 20) / room) - 1;
     char name[64];
     snprintf(name, sizeof(name), "gx_pool_%d", (int)getpid());
     P.pool = rte_pktmbuf_pool_create(name, (unsigned)nmbufs, 256, 0, (uint16_t)room,
@@ -211,6 +234,7 @@ static int port_setup(void)
                        rte_strerror(rte_errno));
     struct rte_eth_conf conf;
     memset(&conf, 0, sizeof(conf));
+    conf.txmode.offloads = dpdk_zc_setup(pid, (unsigned)nmbufs);
     int rc = rte_eth_dev_configure(pid, 1, 1, &conf);
     if (rc < 0)
         return gx_fail(GX_ESYSTEM, GX_SUB_FABRIC, "dpdk: configuring port %u: %s", pid,
@@ -286,6 +310,8 @@ int dpdk_port_up(int rank)
             P.p_drop = parse_rate(&gx_param_dpdk_drop);
             P.p_reorder = parse_rate(&gx_param_dpdk_reorder);
             P.p_dup = parse_rate(&gx_param_dpdk_dup);
+            long long cost = 0;
+            P.cost = gx_param_int(&gx_param_dpdk_cost, &cost) == GX_OK && cost;
             P.rng = 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid() << 20;
             P.conn_next = (uint32_t)(P.rng >> 40);
             const char *ip = gx_param_text(&gx_param_dpdk_ip);
@@ -477,9 +503,26 @@ static void inject_and_deliver(struct dpdk_domain *dom, struct rte_mbuf *m)
     }
 }
 
+uint64_t dpdk_port_cpu_ns(void)
+{
+    struct timespec ts;
+    if (!P.cost || clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+        return 0;
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec + 1;
+}
+
+void dpdk_port_work(uint64_t t0)
+{
+    if (!t0)
+        return;
+    __atomic_add_fetch(&P.st.work_ns, dpdk_port_cpu_ns() - t0, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&P.st.work_calls, 1, __ATOMIC_RELAXED);
+}
+
 void dpdk_port_poll(struct dpdk_domain *dom)
 {
     struct rte_mbuf *m[DPDK_BURST];
+    uint64_t t0 = dpdk_port_cpu_ns();
     if (!rte_spinlock_recursive_trylock(&P.lock))
         return;
     unsigned n = rte_ring_dequeue_burst(dom->ring, (void **)m, DPDK_BURST, NULL);
@@ -500,6 +543,8 @@ void dpdk_port_poll(struct dpdk_domain *dom)
         deliver(dom, h);
     }
     rte_spinlock_recursive_unlock(&P.lock);
+    if (n)
+        dpdk_port_work(t0);
 }
 
 int dpdk_port_alloc(struct rte_mbuf **m, unsigned n)

@@ -36,6 +36,7 @@
 #define GX_DPDK_MAX_MSG (1ull << 40) /* sanity bound on a message length */
 /* PSNs a sender may have outstanding and a receiver tracks (a power of 2). */
 #define GX_DPDK_WINDOW 8192u
+#define GX_DPDK_MTU_MAX 64000u /* IP MTU bound: memif frames; NICs stop at ~9600 */
 #define GX_DPDK_SACK_MAX_BYTES 128 /* SACK bitmap: PSNs ack+1 .. ack+1024 */
 
 #define GX_DPDK_ETH_LEN 14

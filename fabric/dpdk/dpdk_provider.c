@@ -106,6 +106,9 @@ static void dpdk_domain_close(struct gx_fab_domain *base)
             (unsigned long long)st.unknown_conn, (unsigned long long)st.bad_cookie,
             (unsigned long long)st.inj_drop, (unsigned long long)st.inj_dup,
             (unsigned long long)st.inj_reorder);
+    if (st.work_calls)
+        GX_INFO(GX_SUB_FABRIC, "dpdk: data-path work %.3f ms of CPU in %llu busy polls/turns",
+                (double)st.work_ns / 1e6, (unsigned long long)st.work_calls);
     dpdk_port_detach(dom);
     gx_fab_mrtab_fini(&dom->mrtab);
     free(dom);
@@ -221,6 +224,7 @@ void dpdk_ep_free(struct dpdk_ep *ep)
     if (ep->fd >= 0)
         close(ep->fd);
     dpdk_rx_drop_parked(ep);
+    dpdk_zc_ep_free(ep);
     free(ep->parked);
     free(ep->txops);
     free(ep->rx);

@@ -6,9 +6,11 @@
  * transmissions before one the peer has is lost) and retransmission on an
  * RTT-estimated timer (RFC 6298 style, backed off on repeated timeouts).
  *
- * One copy: a segment is copied from the caller's buffer into a packet
- * buffer when it is (re)transmitted; the caller's buffer stays untouched
- * until the op completes, as with RDMA, so no copy is kept for retransmits.
+ * Zero copy or one: a segment's frame points into the caller's buffer
+ * where the port allows (dpdk_zc.c: net_memif), else the segment is copied
+ * into a packet buffer, when it is (re)transmitted; the caller's buffer
+ * stays untouched until the op completes, as with RDMA, so no copy is kept
+ * for retransmits.
  */
 #include <string.h>
 
@@ -32,6 +34,19 @@ static inline struct dpdk_seg *seg_at(struct dpdk_ep *ep, uint32_t psn)
 }
 
 /* ---- frames ------------------------------------------------------------- */
+/* Ethernet/IPv4/UDP and gx headers at `f` for `payload` bytes after them. */
+static void frame_hdrs(struct dpdk_ep *ep, uint8_t *f, size_t payload, struct gx_dpdk_hdr *h)
+{
+    gx_dpdk_put_l2l4(f, &ep->addr, sizeof(*h) + payload);
+    h->magic = GX_DPDK_MAGIC;
+    h->version = GX_DPDK_VERSION;
+    h->conn_id = ep->peer_conn_id;
+    h->cookie = ep->peer_cookie;
+    h->ack = ep->rcv_nxt;
+    h->len = (uint16_t)payload;
+    memcpy(f + GX_DPDK_L2L4_LEN, h, sizeof(*h));
+}
+
 static struct rte_mbuf *frame_alloc(struct dpdk_ep *ep, size_t payload, struct gx_dpdk_hdr *h)
 {
     struct rte_mbuf *m;
@@ -42,14 +57,7 @@ static struct rte_mbuf *frame_alloc(struct dpdk_ep *ep, size_t payload, struct g
         rte_pktmbuf_free(m);
         return NULL;
     }
-    gx_dpdk_put_l2l4(f, &ep->addr, sizeof(*h) + payload);
-    h->magic = GX_DPDK_MAGIC;
-    h->version = GX_DPDK_VERSION;
-    h->conn_id = ep->peer_conn_id;
-    h->cookie = ep->peer_cookie;
-    h->ack = ep->rcv_nxt;
-    h->len = (uint16_t)payload;
-    memcpy(f + GX_DPDK_L2L4_LEN, h, sizeof(*h));
+    frame_hdrs(ep, f, payload, h);
     return m;
 }
 
@@ -88,6 +96,13 @@ static struct rte_mbuf *data_frame(struct dpdk_ep *ep, uint32_t psn, uint64_t op
     h.rkey_cookie = op->rkey_cookie;
     h.rkey_index = op->rkey_index;
     h.ts = now_us();
+    if (plen && dpdk_zc_on()) { /* the payload stays in the caller's buffer */
+        uint8_t *f;
+        struct rte_mbuf *m = dpdk_zc_frame(ep, op->buf + off, plen, &f);
+        if (m)
+            frame_hdrs(ep, f, plen, &h);
+        return m;
+    }
     struct rte_mbuf *m = frame_alloc(ep, plen, &h);
     if (m && plen)
         memcpy(rte_pktmbuf_mtod_offset(m, uint8_t *, GX_DPDK_HDRS_LEN), op->buf + off, plen);
@@ -194,6 +209,8 @@ static void seg_leave(struct dpdk_ep *ep, struct dpdk_seg *s)
 static void complete_ops(struct dpdk_ep *ep)
 {
     struct gx_fab_cqe e = { .ep = &ep->base, .status = GX_OK };
+    if (!dpdk_zc_idle(ep))
+        return; /* a frame still points into a caller's buffer (dpdk_zc.c) */
     while (ep->tx_done < ep->tx_post) {
         const struct dpdk_txop *op = &ep->txops[ep->tx_done % ep->depth];
         if (!gx_dpdk_psn_lt(op->last_psn, ep->snd_una))
@@ -415,8 +432,11 @@ void dpdk_tx_progress(struct dpdk_ep *ep)
         return;
     uint64_t now = gx_now_ns();
     bool busy = ep->snd_una != ep->psn_next;
-    if (!busy)
+    if (!busy) {
+        if (ep->tx_done != ep->tx_post)
+            complete_ops(ep); /* held back by dpdk_zc_idle() */
         return;
+    }
     if (ep->snd_una != ep->snd_nxt && now - ep->progress_ns > ep->rto_ns)
         on_timeout(ep, now);
     else if (ep->snd_una != ep->snd_nxt && !ep->probed && ep->srtt_ns &&
