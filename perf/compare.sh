@@ -21,6 +21,8 @@
 #   Writes perf/results/<date>-allreduce.md unless --no-record.
 #   --gx-run PATH --gx-perf PATH use those binaries instead of building gx.
 #   --max SIZE caps the sweeps (default 64M); --quick = -r 1 -n 5 -w 1 --max 4M.
+#   --netns-tools LIST: the netns scenario's tools (default gx-tcp,ompi-tcp,gx,gloo);
+#   e.g. gx-tcp,ompi-tcp for the flat tcp comparison alone.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -32,6 +34,7 @@ build=/tmp/gx-perf-compare
 scenarios=2x1,4x1,netns
 maxsize=64M
 record=1
+netns_tools=gx-tcp,ompi-tcp,gx,gloo
 gxrun=
 gxperf=
 python=/usr/bin/python3 # Debian's, with python3-torch; another python3 may lack torch
@@ -50,6 +53,7 @@ while [ $# -gt 0 ]; do
     --scenarios) scenarios=$2; shift 2 ;;
     --no-record) record=0; shift ;;
     --max) maxsize=$2; shift 2 ;;
+    --netns-tools) netns_tools=$2; shift 2 ;;
     --quick) runs=1; iters=5; warmup=1; maxsize=4M; shift ;;
     --gx-run) gxrun=$2; shift 2 ;;
     --gx-perf) gxperf=$2; shift 2 ;;
@@ -235,7 +239,9 @@ scenario_netns() {
     local mpins=("${mpirun_base[@]}" -np 4 --host 10.231.0.1:2,10.231.0.2:2
         --mca plm_rsh_agent "$tmp/ns-agent.sh" --mca oob_tcp_if_include gxp0
         --bind-to none --mca mpi_yield_when_idle 1)
-    for tool in $(rotate "$run" gx-tcp ompi-tcp gx gloo); do
+    local list
+    IFS=, read -r -a list <<<"$netns_tools"
+    for tool in $(rotate "$run" "${list[@]}"); do
         port=$((20000 + (RANDOM % 20000)))
         case $tool in
         gx-tcp) run_tool netns gx-tcp "$run" gx_netns "$port" tcp "$gxperf" all_reduce \
@@ -246,6 +252,7 @@ scenario_netns() {
                 --mca btl self,tcp --mca btl_tcp_if_include gxp0 "$mpibench" "${sizes[@]}" \
                 "${common[@]}" --csv ;;
         gloo) run_tool netns gloo "$run" gloo_netns "$port" "${sizes[@]}" "${common[@]}" --csv ;;
+        *) echo "compare.sh: unknown netns tool '$tool' (gx-tcp, ompi-tcp, gx, gloo)" >&2; exit 2 ;;
         esac
     done
 }

@@ -14,9 +14,11 @@
 #include "common/param.h"
 #include "fabric/tcp/tcp.h"
 
-GX_PARAM_DEFINE(gx_param_tcp_nstreams, "GX_TCP_NSTREAMS", GX_PARAM_INT, "2", NULL,
+GX_PARAM_DEFINE(gx_param_tcp_nstreams, "GX_TCP_NSTREAMS", GX_PARAM_INT, "1", NULL,
                 "TCP streams per tcp-provider connection; messages of at least "
-                "GX_TCP_STRIPE_MIN bytes are striped across them (1..32).");
+                "GX_TCP_STRIPE_MIN bytes are striped across them (1..32). One, like "
+                "Open MPI, NCCL and Gloo: the progress thread does every stream's copies "
+                "itself, so more streams only pay when one TCP flow is capped.");
 GX_PARAM_DEFINE(gx_param_tcp_stripe_min, "GX_TCP_STRIPE_MIN", GX_PARAM_SIZE, "256K", NULL,
                 "Smallest message the tcp provider stripes across its streams.");
 
@@ -26,7 +28,7 @@ static int tcp_domain_open(const struct gx_fab_provider *prov, const struct gx_f
     struct tcp_domain *dom = calloc(1, sizeof(*dom));
     if (!dom)
         return gx_fail(GX_ENOMEM, GX_SUB_FABRIC, "tcp: out of memory opening a domain");
-    long long n = 2;
+    long long n = 1;
     if (gx_param_int(&gx_param_tcp_nstreams, &n) != GX_OK || n < 1 || n > GX_TCP_MAX_STREAMS) {
         free(dom);
         return gx_fail(GX_EINVAL, GX_SUB_FABRIC, "GX_TCP_NSTREAMS must be 1..%d",
