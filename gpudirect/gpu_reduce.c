@@ -40,6 +40,12 @@ struct kmodule {
     gx_cu_module mod;
     gx_cu_result load_rc;
     gx_cu_function fn[GXK_NKERNELS];
+    /* The collectives' reduce steps (gx_gpu_reduce_step): gx's own stream
+     * and device scratch for host operands in this context, under mu. */
+    pthread_mutex_t mu;
+    gx_cu_stream stream;
+    gx_cu_deviceptr scratch;
+    size_t scratch_len;
 };
 static struct {
     pthread_mutex_t mu;
@@ -89,6 +95,7 @@ static int module_locked(const struct gx_cu *c, gx_cu_ctx ctx, const char *kname
                            "reduction kernels", kname, MAX_CTX);
         k = &kc.m[kc.n++];
         memset(k, 0, sizeof(*k));
+        pthread_mutex_init(&k->mu, NULL);
         k->ctx = ctx;
         size_t len = 0;
         const void *img = image(&len);
@@ -110,7 +117,8 @@ static int module_locked(const struct gx_cu *c, gx_cu_ctx ctx, const char *kname
     return GX_OK;
 }
 
-static int function(const struct gx_cu *c, gx_cu_ctx ctx, int idx, gx_cu_function *fn)
+static int function(const struct gx_cu *c, gx_cu_ctx ctx, int idx, gx_cu_function *fn,
+                    struct kmodule **kout)
 {
     pthread_mutex_lock(&kc.mu);
     struct kmodule *k = NULL;
@@ -124,8 +132,11 @@ static int function(const struct gx_cu *c, gx_cu_ctx ctx, int idx, gx_cu_functio
                          kernel_names[idx], gx_cu_errstr(r, e, sizeof(e)));
         }
     }
-    if (rc == GX_OK)
+    if (rc == GX_OK) {
         *fn = k->fn[idx];
+        if (kout)
+            *kout = k;
+    }
     pthread_mutex_unlock(&kc.mu);
     return rc;
 }
@@ -175,7 +186,7 @@ static int launch(int idx, void **params, size_t count, void *stream)
     if (rc != GX_OK)
         return rc;
     gx_cu_function fn = NULL;
-    rc = function(c, ctx, idx, &fn);
+    rc = function(c, ctx, idx, &fn, NULL);
     if (rc == GX_OK) {
         size_t blocks = (count + 255) / 256;
         blocks = blocks > 4096 ? 4096 : blocks; /* grid-stride loops cover the rest */
@@ -238,6 +249,97 @@ int gx_gpu_reduce_finish_avg(void *buf, size_t count, enum gx_datatype dtype, in
     unsigned long long n = count;
     void *params[3] = { &buf, &n, &nranks };
     return launch((int)dtype * (GXK_NOPS + 1) + GXK_NOPS, params, count, stream);
+}
+
+static const size_t type_size[GXK_NTYPES] = {
+#define GXK_SIZE(t, T, size) size,
+    GXK_TYPES(GXK_SIZE)
+#undef GXK_SIZE
+};
+
+static int step_err(gx_cu_result r, const char *what, int idx, size_t count)
+{
+    char e[64];
+    return gx_fail(GX_ESYSTEM, GX_SUB_GPU, "GPU reduce step with kernel %s (%zu elements): %s "
+                   "failed: %s", kernel_names[idx], count, what, gx_cu_errstr(r, e, sizeof(e)));
+}
+
+/* With k->mu held: gx's stream and >= bytes of device scratch. */
+static gx_cu_result step_resources(const struct gx_cu *c, struct kmodule *k, size_t bytes)
+{
+    gx_cu_result r = GX_CU_SUCCESS;
+    if (!k->stream)
+        r = c->stream_create(&k->stream, GX_CU_STREAM_NON_BLOCKING);
+    if (r == GX_CU_SUCCESS && k->scratch_len < bytes) {
+        if (k->scratch)
+            (void)c->mem_free(k->scratch);
+        k->scratch = 0;
+        k->scratch_len = 0;
+        size_t want = bytes < ((size_t)1 << 20) ? (size_t)1 << 20 : bytes;
+        r = c->mem_alloc(&k->scratch, want);
+        if (r == GX_CU_SUCCESS)
+            k->scratch_len = want;
+    }
+    return r;
+}
+
+int gx_gpu_reduce_step(void *host_dst, void *dev_dst, const void *a, bool a_dev,
+                       const void *b, bool b_dev, size_t count, enum gx_datatype dtype,
+                       enum gx_redop op)
+{
+    int rc = check("gx_gpu_reduce_step", dtype, op);
+    if (rc != GX_OK || count == 0)
+        return rc;
+    int idx = (int)dtype * (GXK_NOPS + 1) + (op == GX_AVG ? GX_SUM : (int)op);
+    const struct gx_cu *c = NULL;
+    gx_cu_ctx ctx = NULL;
+    const void *hint = dev_dst;
+    rc = enter(&hint, 1, kernel_names[idx], &c, &ctx);
+    if (rc != GX_OK)
+        return rc;
+    gx_cu_function fn = NULL;
+    struct kmodule *k = NULL;
+    rc = function(c, ctx, idx, &fn, &k);
+    if (rc != GX_OK) {
+        gx_cu_pop(c);
+        return rc;
+    }
+    size_t bytes = count * type_size[dtype];
+    pthread_mutex_lock(&k->mu);
+    gx_cu_result r = step_resources(c, k, (a_dev ? 0 : bytes) + (b_dev ? 0 : bytes));
+    const char *what = "gx's stream or device scratch";
+    gx_cu_deviceptr da = (gx_cu_deviceptr)(uintptr_t)a, db = (gx_cu_deviceptr)(uintptr_t)b;
+    if (r == GX_CU_SUCCESS && !a_dev) {
+        da = k->scratch;
+        what = "cuMemcpyHtoDAsync of operand a";
+        r = c->memcpy_htod_async(da, a, bytes, k->stream);
+    }
+    if (r == GX_CU_SUCCESS && !b_dev) {
+        db = k->scratch + (a_dev ? 0 : bytes);
+        what = "cuMemcpyHtoDAsync of operand b";
+        r = c->memcpy_htod_async(db, b, bytes, k->stream);
+    }
+    if (r == GX_CU_SUCCESS) {
+        unsigned long long n = count;
+        void *params[4] = { &dev_dst, &da, &db, &n };
+        size_t blocks = (count + 255) / 256;
+        blocks = blocks > 4096 ? 4096 : blocks;
+        what = "cuLaunchKernel";
+        r = c->launch_kernel(fn, (unsigned)blocks, 1, 1, 256, 1, 1, 0, k->stream, params, NULL);
+    }
+    if (r == GX_CU_SUCCESS) {
+        what = "cuMemcpyDtoHAsync of the result";
+        r = c->memcpy_dtoh_async(host_dst, (gx_cu_deviceptr)(uintptr_t)dev_dst, bytes, k->stream);
+    }
+    if (r == GX_CU_SUCCESS) {
+        what = "cuStreamSynchronize";
+        r = c->stream_synchronize(k->stream);
+    } else if (k->stream) {
+        (void)c->stream_synchronize(k->stream); /* nothing left in flight on the scratch */
+    }
+    pthread_mutex_unlock(&k->mu);
+    gx_cu_pop(c);
+    return r == GX_CU_SUCCESS ? GX_OK : step_err(r, what, idx, count);
 }
 
 enum { MODE_AUTO, MODE_GPU, MODE_CPU };

@@ -31,6 +31,17 @@
 int gx_gpu_reduce(void *dst, const void *a, const void *b, size_t count,
                   enum gx_datatype dtype, enum gx_redop op, void *stream);
 
+/** One reduction step of a collective on a staged device buffer (the
+ *  engine's, GX_GPU_REDUCE): dev_dst = A OP B on the GPU, then the result
+ *  copied into host_dst (the pinned stand-in, which stays the truth for the
+ *  host algorithm). An operand with *_dev set is device memory read in
+ *  place (the device send buffer); otherwise it is host memory (a received
+ *  chunk: pinned or pageable) copied in first. All on gx's own non-blocking
+ *  stream of dev_dst's context, waited for before returning. GX_AVG adds. */
+int gx_gpu_reduce_step(void *host_dst, void *dev_dst, const void *a, bool a_dev,
+                       const void *b, bool b_dev, size_t count, enum gx_datatype dtype,
+                       enum gx_redop op);
+
 /** buf[i] /= nranks (the end of GX_AVG), like gx_gpu_reduce. */
 int gx_gpu_reduce_finish_avg(void *buf, size_t count, enum gx_datatype dtype, int nranks,
                              void *stream);
