@@ -14,9 +14,10 @@
 #include "gx_kernel_names.h"
 #include "gx_kernel_ops.h"
 
+/* No __restrict__: dst may be a or b (in place). */
 #define GXK_REDUCE(op, t, T)                                                               \
-    extern "C" __global__ void gx_reduce_##op##_##t(T *__restrict__ dst, const T *a,       \
-                                                    const T *b, unsigned long long n)      \
+    extern "C" __global__ void gx_reduce_##op##_##t(T *dst, const T *a, const T *b,        \
+                                                    unsigned long long n)                  \
     {                                                                                      \
         unsigned long long stride = (unsigned long long)blockDim.x * gridDim.x;            \
         for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x +          \

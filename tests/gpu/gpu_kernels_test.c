@@ -10,7 +10,8 @@
  * real driver on a GPU: there, sum/prod/avg inputs are finite (a NaN a GPU
  * computes has its canonical payload, not x86's).
  *
- * Modes: ops | stream | badimage | missing | bench (real GPU: GB/s). Exit 0 pass, 1 fail, 77 skip.
+ * Modes: ops | stream | badimage | missing | names (the fatbin has every
+ * kernel) | bench (real GPU: GB/s). Exit 0 pass, 1 fail, 77 skip.
  */
 #include <dlfcn.h>
 #include <stdint.h>
@@ -24,6 +25,7 @@
 #include "devmem.h"
 #include "gpudirect/gpu_reduce.h"
 #include "gpudirect/gpudirect.h"
+#include "gpudirect/kernels/gx_kernel_names.h"
 
 static struct devmem dm;
 static int failures;
@@ -273,6 +275,33 @@ static int t_missing(void)
     return rc || failures ? 1 : 0;
 }
 
+extern const unsigned char gx_kernels_image_start[];
+extern const unsigned char gx_kernels_image_end[];
+
+/* The fatbin libgx embeds holds code for every kernel the loader asks for
+ * (the fake only knows the name table: this ties the table to the .cu). */
+static int t_names(void)
+{
+    if (!gx_gpu_kernels_built())
+        return printf("SKIP: libgx was built without nvcc (placeholder image)\n"), 77;
+    size_t len = (size_t)(gx_kernels_image_end - gx_kernels_image_start);
+    static const char *const names[] = {
+#define NAMES(t, T, size) "gx_reduce_sum_" #t, "gx_reduce_prod_" #t, "gx_reduce_min_" #t, \
+                          "gx_reduce_max_" #t, "gx_divide_" #t,
+        GXK_TYPES(NAMES)
+#undef NAMES
+    };
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        char sec[80];
+        snprintf(sec, sizeof(sec), ".text.%s", names[i]);
+        if (!memmem(gx_kernels_image_start, len, sec, strlen(sec) + 1))
+            FAIL("the embedded fatbin (%zu bytes) has no %s", len, sec);
+    }
+    printf("the embedded fatbin (%zu bytes) has code for all %zu kernels\n", len,
+           sizeof(names) / sizeof(names[0]));
+    return failures ? 1 : 0;
+}
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -315,6 +344,8 @@ static int t_bench(void)
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "ops";
+    if (!strcmp(mode, "names")) /* no driver needed */
+        return t_names();
     if (devmem_open(&dm) != 0) {
         printf("SKIP: %s\n", dm.why);
         return 77;
@@ -329,6 +360,6 @@ int main(int argc, char **argv)
         return t_missing();
     if (!strcmp(mode, "bench"))
         return t_bench();
-    fprintf(stderr, "usage: gpu_kernels_test ops|stream|badimage|missing|bench\n");
+    fprintf(stderr, "usage: gpu_kernels_test ops|stream|badimage|missing|names|bench\n");
     return 2;
 }

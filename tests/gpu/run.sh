@@ -112,6 +112,7 @@ if [ -x "$nvcc" ]; then
     echo "$kline" | grep -q 'built for sm_80,sm_90 (+PTX), loaded$' ||
         { echo "FAIL: gx-info: the kernels were built with nvcc but do not load"; failed=1; }
 fi
+run "kernels: fatbin has every kernel" "$bin/gpu_kernels_test" names
 run "kernels: every op x dtype vs CPU" env GX_KERNELS_TEST_REAL=1 "$bin/gpu_kernels_test" ops
 run "kernels: bad image named" "$bin/gpu_kernels_test" badimage
 if kout=$("$bin/gpu_kernels_test" bench 2>&1); then
