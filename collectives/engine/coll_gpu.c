@@ -7,6 +7,7 @@
 #include "collectives/comm/stage.h"
 #include "collectives/engine/coll_engine.h"
 #include "gpudirect/gpu_reduce.h"
+#include "gpudirect/gpudirect.h"
 
 void coll_gpu_setup(struct coll_args *a, const struct gx_stage *st)
 {
@@ -22,11 +23,18 @@ void coll_gpu_setup(struct coll_args *a, const struct gx_stage *st)
             recv_dev = v[i].dev;
     if (!recv_dev || !gx_gpu_reduce_wanted(recv_dev))
         return;
+    struct gx_gpu_ptr rq = { 0 };
+    if (gx_gpu_ptr_query(recv_dev, &rq) != GX_OK)
+        return;
     for (int i = 0; i < n; i++) {
         a->gpu.host[i] = v[i].host;
         a->gpu.dev[i] = v[i].dev;
         a->gpu.len[i] = v[i].len;
-        a->gpu.dev_in[i] = v[i].has_send && !v[i].has_recv;
+        /* Read in place only from the receive buffer's context (a send
+         * buffer on another GPU goes through its stand-in). */
+        struct gx_gpu_ptr sq = { 0 };
+        a->gpu.dev_in[i] = v[i].has_send && !v[i].has_recv &&
+                           gx_gpu_ptr_query(v[i].dev, &sq) == GX_OK && sq.ctx == rq.ctx;
     }
     a->gpu.n = n;
 }
