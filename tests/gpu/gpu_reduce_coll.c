@@ -22,6 +22,7 @@
 #include "gpudirect/kernels/gx_kernel_ops.h"
 
 static struct devmem dm;
+static void *user_stream; /* static: reachable at exit (LeakSanitizer) */
 static int me, failures;
 static const size_t dsize[GX_DATATYPE_COUNT] = { 1, 1, 4, 4, 8, 8, 2, 2, 4, 8 };
 
@@ -134,8 +135,7 @@ int main(int argc, char **argv)
     }
     me = gx_comm_rank(comm);
     int n = gx_comm_size(comm);
-    void *stream = NULL;
-    if (dm.stream_create(&stream, 1) != 0)
+    if (dm.stream_create(&user_stream, 1) != 0)
         return fprintf(stderr, "cuStreamCreate failed\n"), 1;
     static const size_t counts[] = { 1, 7, 40000 };
     for (int k = 0; k < NKINDS; k++)
@@ -143,7 +143,7 @@ int main(int argc, char **argv)
             for (int op = 0; op < GX_REDOP_COUNT; op++)
                 for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
                     one(comm, n, (enum kind)k, (enum gx_datatype)t, (enum gx_redop)op,
-                        counts[c], stream);
+                        counts[c], user_stream);
     void *h = dlopen(getenv("GX_CUDA_LIB"), RTLD_NOW | RTLD_NOLOAD);
     unsigned long long (*launches)(void) =
         h ? (unsigned long long (*)(void))dlsym(h, "fakecuda_launches") : NULL;
