@@ -21,6 +21,8 @@ typedef int gx_cu_device;                  /* CUdevice */
 typedef struct gx_cu_ctx_st *gx_cu_ctx;     /* CUcontext */
 typedef struct gx_cu_stream_st *gx_cu_stream; /* CUstream */
 typedef struct gx_cu_event_st *gx_cu_event; /* CUevent */
+typedef struct gx_cu_module_st *gx_cu_module; /* CUmodule (branch kernels) */
+typedef struct gx_cu_func_st *gx_cu_function; /* CUfunction (branch kernels) */
 
 #define GX_CU_SUCCESS 0
 #define GX_CU_ERROR_NOT_READY 600
@@ -95,7 +97,16 @@ typedef struct gx_cu_event_st *gx_cu_event; /* CUevent */
       (gx_cu_stream s, void (*fn)(void *), void *arg))                                            \
     X(get_error_name, "cuGetErrorName", 6000, false, gx_cu_result, (gx_cu_result r, const char **s)) \
     /* nccl branch: polling the NCCL communicator's stream under a deadline */                    \
-    X(stream_query, "cuStreamQuery", 2000, false, gx_cu_result, (gx_cu_stream s))
+    X(stream_query, "cuStreamQuery", 2000, false, gx_cu_result, (gx_cu_stream s)) \
+    /* branch kernels: CUDA reduction kernels (gpu_reduce.c), optional */                       \
+    X(module_load_data, "cuModuleLoadData", 2000, false, gx_cu_result,                          \
+      (gx_cu_module *m, const void *image))                                                     \
+    X(module_get_function, "cuModuleGetFunction", 2000, false, gx_cu_result,                    \
+      (gx_cu_function *f, gx_cu_module m, const char *name))                                    \
+    X(launch_kernel, "cuLaunchKernel", 4000, false, gx_cu_result,                               \
+      (gx_cu_function f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,       \
+       unsigned bz, unsigned shared, gx_cu_stream s, void **params, void **extra))              \
+    X(module_unload, "cuModuleUnload", 2000, false, gx_cu_result, (gx_cu_module m))
 
 struct gx_cu {
 #define GX_CU_FIELD(field, name, ver, req, ret, args) ret(*field) args;

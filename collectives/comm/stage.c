@@ -18,6 +18,7 @@ struct stage_region {
     char *host;         /* pinned stand-in */
     size_t len, cap;
     void *fence;        /* stream form: the copy back is queued until this passes */
+    bool has_send;      /* holds the call's send buffer (branch kernels) */
 };
 
 struct gx_stage {
@@ -125,6 +126,7 @@ int gx_stage_begin(const char *fn, const void **send, size_t send_bytes, void **
     for (int i = 0; rc == GX_OK && i < st->nregions; i++) {
         struct stage_region *g = &st->r[i];
         bool has_send = sdev && s >= g->dev && s < g->dev + g->len;
+        g->has_send = has_send;
         if (has_send)
             rc = use_stream ? gx_gpu_stream_copy_dtoh(stream, g->host, g->dev, g->len)
                             : gx_gpu_copy_dtoh(g->host, g->dev, g->len);
@@ -193,4 +195,17 @@ void gx_stage_free(struct gx_stage *st, bool finished)
 {
     if (st)
         release(st, finished);
+}
+
+int gx_stage_regions(const struct gx_stage *st, struct gx_stage_region_view out[2])
+{
+    int n = 0;
+    for (int i = 0; st && i < st->nregions; i++) {
+        const struct stage_region *g = &st->r[i];
+        out[n] = (struct gx_stage_region_view){ g->host, g->dev, g->len, false, false };
+        out[n].has_recv = st->recv_dev && st->recv_dev >= g->dev && st->recv_dev < g->dev + g->len;
+        out[n].has_send = g->has_send;
+        n++;
+    }
+    return n;
 }

@@ -43,6 +43,16 @@ void gx_stage_limit_recv(struct gx_stage *st, const size_t *received);
  *  `status`, or the copy's error. Runs once. */
 int gx_stage_finish(struct gx_stage *st, int status);
 
+/** branch kernels: the stage's regions for reductions on the GPU. host: the
+ *  pinned stand-in, dev: the device buffer it stands in for, has_send /
+ *  has_recv: which of the call's buffers it holds. Returns how many (0-2). */
+struct gx_stage_region_view {
+    char *host, *dev;
+    size_t len;
+    bool has_send, has_recv;
+};
+int gx_stage_regions(const struct gx_stage *st, struct gx_stage_region_view out[2]);
+
 /** Free the stage. `finished`: the operation finished, or its stand-ins are
  *  fenced by a stream (they go back to the pool, reused once the fence has
  *  passed); otherwise the transport may still hold them and they are kept

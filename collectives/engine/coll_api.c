@@ -17,6 +17,7 @@
 #include "collectives/comm/comm_internal.h"
 #include "collectives/comm/request.h"
 #include "collectives/comm/stage.h"
+#include "collectives/engine/coll_gpu.h"
 #include "gpudirect/gpudirect.h"
 #include "common/log.h"
 
@@ -153,6 +154,8 @@ static int coll_start(struct gx_comm *comm, struct coll_args *a, const char *fn,
     if (rc == GX_OK)
         rc = gx_stage_begin(fn, &a->sendbuf, u.send_bytes, &a->recvbuf, u.recv_bytes, false,
                             NULL, &st);
+    if (rc == GX_OK)
+        coll_gpu_setup(a, st); /* branch kernels: reduce steps on the GPU */
     if (rc != GX_OK) {
         coll_note_rejected(comm, seq, a, rc);
         return rc;
@@ -360,6 +363,8 @@ static int coll_stream_start(struct gx_comm *comm, struct coll_args *a, const ch
     if (rc == GX_OK)
         rc = gx_stage_begin(fn, &a->sendbuf, u.send_bytes, &a->recvbuf, u.recv_bytes, true,
                             stream, &st);
+    if (rc == GX_OK)
+        coll_gpu_setup(a, st); /* branch kernels: reduce steps on the GPU */
     if (rc != GX_OK) {
         free(sc);
         coll_note_rejected(comm, seq, a, rc);

@@ -12,6 +12,7 @@
 
 #include "collectives/engine/coll_engine.h"
 #include "collectives/engine/coll_fault.h"
+#include "collectives/engine/coll_gpu.h"
 #include "collectives/arena/coll_shm.h"
 #include "collectives/comm/comm_internal.h"
 #include "common/log.h"
@@ -206,9 +207,13 @@ static void run_step(struct coll_op *op, struct coll_step *s)
         }
         break;
     case CS_REDUCE:
+        if (op->a.gpu.n && coll_gpu_step(op, s, &rc)) /* branch kernels */
+            break;
         op->fn(s->dst, s->src, s->len);
         break;
     case CS_REDUCE3:
+        if (op->a.gpu.n && coll_gpu_step(op, s, &rc)) /* branch kernels */
+            break;
         if (s->dst == s->src) /* in-place forms: the two-operand kernel */
             op->fn(s->dst, s->src2, s->len);
         else if (s->dst == s->src2)

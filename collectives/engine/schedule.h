@@ -102,6 +102,11 @@ struct coll_args {
     bool will_wait;         /* blocking call: the caller waits at once (drives progress) */
     const int *gate;        /* NULL, or the op starts only once *gate != 0 (the stream
                                forms: set when the caller's CUDA stream reaches it) */
+    /* branch kernels: staged device buffers whose reduce steps run on the GPU
+     * (coll_gpu.c): n regions, each a pinned stand-in `host` for device `dev`;
+     * dev_in: the device copy is the input (a send buffer apart from the
+     * receive buffer), read in place. n == 0: reduce on the CPU. */
+    struct { int n; char *host[2], *dev[2]; size_t len[2]; bool dev_in[2]; } gpu;
 };
 
 struct coll_op {

@@ -95,4 +95,15 @@ int fk_htod(dptr dst, const void *src, size_t len);
 int fk_dtoh_async(void *dst, dptr src, size_t len, struct fstream *s);
 int fk_htod_async(dptr dst, const void *src, size_t len, struct fstream *s);
 
+/* fakecuda_module.c (branch kernels): modules and launches of gx's kernels */
+struct fmodule;
+struct ffunc;
+int fk_module_load(struct fmodule **m, const void *image);
+int fk_module_unload(struct fmodule *m);
+int fk_module_get_function(struct ffunc **f, struct fmodule *m, const char *name);
+int fk_launch_kernel(struct ffunc *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                     unsigned by, unsigned bz, unsigned shared, struct fstream *s,
+                     void **params, void **extra);
+const char *fk_module_error_name(int r);
+
 #endif

@@ -113,7 +113,7 @@ static int fk_error_name(int r, const char **s)
     case E_INVALID_CONTEXT: *s = "CUDA_ERROR_INVALID_CONTEXT"; return OK;
     case E_NO_DEVICE: *s = "CUDA_ERROR_NO_DEVICE"; return OK;
     case E_UNKNOWN: *s = "CUDA_ERROR_UNKNOWN"; return OK;
-    default: *s = NULL; return E_INVALID_VALUE;
+    default: *s = fk_module_error_name(r); return *s ? OK : E_INVALID_VALUE;
     }
 }
 
@@ -211,6 +211,11 @@ static const struct { const char *name; int min_version; void *fn; } procs[] = {
     { "cuGetErrorName", 6000, (void *)fk_error_name },
     /* nccl branch */
     { "cuStreamQuery", 2000, (void *)fk_stream_query },
+    /* branch kernels: gx's CUDA reduction kernels (fakecuda_module.c) */
+    { "cuModuleLoadData", 2000, (void *)fk_module_load },
+    { "cuModuleGetFunction", 2000, (void *)fk_module_get_function },
+    { "cuLaunchKernel", 4000, (void *)fk_launch_kernel },
+    { "cuModuleUnload", 2000, (void *)fk_module_unload },
 };
 
 EXPORT int cuGetProcAddress_v2(const char *sym, void **pfn, int version,

@@ -11,7 +11,8 @@
 #    --device both|send|recv|stream) on 2 and 4 processes and on 2 GX_NODE_ID
 #    "nodes", point-to-point and request forms, gx-perf --device for every
 #    collective, DDP with device gradients, the kernel program on 2 and 4
-#    processes;
+#    processes; gx's CUDA reduction kernels (every op x dtype against the
+#    CPU, their bandwidth, collectives with GX_GPU_REDUCE=gpu and =cpu);
 # 3. benchmarks device-buffer all-reduce (gx-perf --device, 1 MiB..256 MiB)
 #    on 2 and 4 processes against torch.distributed + Gloo on CUDA tensors
 #    when python3 has torch with CUDA;
@@ -112,6 +113,31 @@ if [ -n "$kernel" ]; then
     for n in 2 4; do run "kernels + allreduce_stream x$n" gxrun -n $n "$kernel" 4194304 20; done
 fi
 
+echo "## gx's CUDA reduction kernels (branch kernels)"
+kline=$("$bin/gx-info" | grep '^CUDA reduction kernels')
+echo "$kline"
+if [ -x "$nvcc" ]; then
+    echo "$kline" | grep -q 'built for sm_80,sm_90 (+PTX), loaded$' ||
+        { echo "FAIL: gx-info: the kernels were built with nvcc but do not load"; failed=1; }
+fi
+run "kernels: fatbin has every kernel" "$bin/gpu_kernels_test" names
+run "kernels: every op x dtype vs CPU" env GX_KERNELS_TEST_REAL=1 "$bin/gpu_kernels_test" ops
+run "kernels: bad image named" "$bin/gpu_kernels_test" badimage
+if kout=$("$bin/gpu_kernels_test" bench 2>&1); then
+    echo "PASS kernels: bandwidth"
+    echo "$kout" | sed 's/^/    /'
+else
+    echo "FAIL kernels: bandwidth"
+    echo "$kout" | tail -5 | sed 's/^/    /'
+    failed=1
+fi
+for n in 2 4; do
+    for m in gpu cpu; do
+        run "reduce steps GX_GPU_REDUCE=$m x$n" env GX_GPU_REDUCE=$m \
+            "$bin/gx-run" --timeout 600 -n $n "$bin/gpu_reduce_coll" $m
+    done
+done
+
 py=$(command -v python3 || true)
 echo "## NCCL for one-node device collectives"
 if [ -z "$nccl_lib" ] && [ -n "$py" ]; then
@@ -173,6 +199,14 @@ for n in 2 4; do
                        printf "  %10d B  gx %8.3f  gloo %8.3f  ratio %5.2f%s\n", s, gx[s],
                               gl[s], gx[s] / gl[s], (gx[s] >= 2 * gl[s]) ? "" : "  (below 2x)" }' \
         "$gx_csv" "$gloo_csv" | sort -n
+done
+echo "### gx-perf all_reduce --device, 2 processes: reduce steps on the CPU vs the GPU (CSV)"
+for d in float bfloat16; do
+    for m in cpu gpu; do
+        echo "# GX_GPU_REDUCE=$m, $d"
+        GX_GPU_REDUCE=$m gxrun -n 2 "$bin/gx-perf" all_reduce --device -b 1M -e 256M -f 4 \
+            -n 20 -w 5 -c 1 -d $d --csv || failed=1
+    done
 done
 echo "## result: $([ $failed = 0 ] && echo all passed || echo FAILURES)"
 echo "# report: $report"

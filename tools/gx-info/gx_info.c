@@ -20,6 +20,7 @@
 #include "tools/gx-info/flight_merge.h"
 #include "fabric/fabric.h"
 #include "gpudirect/gpu_nccl.h"
+#include "gpudirect/gpu_reduce.h"
 #include "gpudirect/gpudirect.h"
 #include "gx/gx.h"
 #include "gx_build_config.h"
@@ -154,8 +155,8 @@ static void print_gpus(bool json)
     int nv = gx_nccl_version(nwhy, sizeof(nwhy));
     bool nreq = false;
     bool nused = gx_nccl_usable(&nreq, nuse, sizeof(nuse));
-    static const char kernels[] = "not built: reductions of device buffers run on the host "
-                                  "after staging";
+    char kernels[400]; /* branch kernels: gx's CUDA reduction kernels */
+    (void)gx_gpu_kernels_describe(kernels, sizeof(kernels));
     if (json) {
         printf("], \"nccl\": {\"version_code\": %d, \"reason\": ", nv);
         json_string(nwhy);
