@@ -21,6 +21,7 @@ typedef int gx_cu_device;                  /* CUdevice */
 typedef struct gx_cu_ctx_st *gx_cu_ctx;     /* CUcontext */
 typedef struct gx_cu_stream_st *gx_cu_stream; /* CUstream */
 typedef struct gx_cu_event_st *gx_cu_event; /* CUevent */
+typedef struct { unsigned char data[64]; } gx_cu_ipc_mem_handle; /* CUipcMemHandle */
 
 #define GX_CU_SUCCESS 0
 #define GX_CU_ERROR_NOT_READY 600
@@ -93,7 +94,16 @@ typedef struct gx_cu_event_st *gx_cu_event; /* CUevent */
                      unsigned long long flags))                                                   \
     X(launch_host_func, "cuLaunchHostFunc", 10000, false, gx_cu_result,                          \
       (gx_cu_stream s, void (*fn)(void *), void *arg))                                            \
-    X(get_error_name, "cuGetErrorName", 6000, false, gx_cu_result, (gx_cu_result r, const char **s))
+    X(get_error_name, "cuGetErrorName", 6000, false, gx_cu_result, (gx_cu_result r, const char **s)) \
+    /* branch gdr: CUDA IPC handles (gpu_ipc.c), device-to-device copies */                    \
+    X(ipc_get_mem_handle, "cuIpcGetMemHandle", 4010, false, gx_cu_result,                      \
+      (gx_cu_ipc_mem_handle *h, gx_cu_deviceptr p))                                             \
+    X(ipc_open_mem_handle, "cuIpcOpenMemHandle", 11000, false, gx_cu_result,                   \
+      (gx_cu_deviceptr *p, gx_cu_ipc_mem_handle h, unsigned flags))                             \
+    X(ipc_close_mem_handle, "cuIpcCloseMemHandle", 4010, false, gx_cu_result,                  \
+      (gx_cu_deviceptr p))                                                                      \
+    X(memcpy_dtod, "cuMemcpyDtoD", 3020, false, gx_cu_result,                                  \
+      (gx_cu_deviceptr dst, gx_cu_deviceptr src, size_t bytes))
 
 struct gx_cu {
 #define GX_CU_FIELD(field, name, ver, req, ret, args) ret(*field) args;

@@ -426,3 +426,26 @@ int fk_htod_async(dptr dst, const void *src, size_t len, struct fstream *s)
                       "cuMemcpyHtoDAsync");
 }
 
+
+/* ---- branch gdr: allocations made elsewhere (fakecuda_ipc.c) ---------------- */
+void fk_link(struct falloc *a)
+{
+    pthread_mutex_lock(&mu);
+    a->id = next_id++;
+    a->next = allocs;
+    allocs = a;
+    pthread_mutex_unlock(&mu);
+}
+
+struct falloc *fk_unlink(char *addr)
+{
+    pthread_mutex_lock(&mu);
+    struct falloc **pp = &allocs;
+    while (*pp && (*pp)->addr != addr)
+        pp = &(*pp)->next;
+    struct falloc *a = *pp;
+    if (a)
+        *pp = a->next;
+    pthread_mutex_unlock(&mu);
+    return a;
+}

@@ -53,6 +53,9 @@ struct fstream {
     unsigned long long submitted, done;
     int running; /* an op taken off the queue is still running (a host function) */
 };
+/* CUipcMemHandle (64 bytes): the exporter's memfd, reachable from another
+ * process of the same user as /proc/<pid>/fd/<fd>. */
+struct fk_ipc_handle { unsigned char data[64]; };
 struct fevent { struct fstream *s; unsigned long long ticket; };
 
 extern pthread_mutex_t mu;          /* guards everything below */
@@ -93,5 +96,13 @@ int fk_dtoh(void *dst, dptr src, size_t len);
 int fk_htod(dptr dst, const void *src, size_t len);
 int fk_dtoh_async(void *dst, dptr src, size_t len, struct fstream *s);
 int fk_htod_async(dptr dst, const void *src, size_t len, struct fstream *s);
+
+/* branch gdr: CUDA IPC (fakecuda_ipc.c) */
+void fk_link(struct falloc *a);
+struct falloc *fk_unlink(char *addr);
+int fk_ipc_get(void *handle, dptr p);
+int fk_ipc_open(dptr *out, struct fk_ipc_handle h, unsigned flags);
+int fk_ipc_close(dptr p);
+int fk_dtod(dptr dst, dptr src, size_t len);
 
 #endif

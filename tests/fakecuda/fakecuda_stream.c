@@ -155,6 +155,11 @@ static const struct { const char *name; int min_version; void *fn; } procs[] = {
     { "cuMemGetHandleForAddressRange", 11070, (void *)fk_dmabuf },
     { "cuLaunchHostFunc", 10000, (void *)fk_launch_host_func },
     { "cuGetErrorName", 6000, (void *)fk_error_name },
+    /* branch gdr: CUDA IPC handles, device-to-device copies */
+    { "cuIpcGetMemHandle", 4010, (void *)fk_ipc_get },
+    { "cuIpcOpenMemHandle", 11000, (void *)fk_ipc_open },    /* _v2 */
+    { "cuIpcCloseMemHandle", 4010, (void *)fk_ipc_close },
+    { "cuMemcpyDtoD", 3020, (void *)fk_dtod },               /* _v2 */
 };
 
 EXPORT int cuGetProcAddress_v2(const char *sym, void **pfn, int version,
