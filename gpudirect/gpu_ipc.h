@@ -4,7 +4,8 @@
  * node opens to address the same device memory (cuIpcGetMemHandle /
  * cuIpcOpenMemHandle / cuIpcCloseMemHandle through the loader's table).
  * The handle is plain bytes: send it over any channel (gx's bootstrap, a
- * pipe). Leaf service of gpudirect/, as gpudirect.h.
+ * pipe). Also the device-to-device copy GPUDirect RDMA schedules need.
+ * Leaf service of gpudirect/, as gpudirect.h.
  */
 #ifndef GX_GPUDIRECT_GPU_IPC_H
 #define GX_GPUDIRECT_GPU_IPC_H
@@ -35,5 +36,9 @@ int gx_gpu_ipc_open(const struct gx_gpu_ipc_handle *h, void **dev, void **base);
 
 /** Unmap what gx_gpu_ipc_open returned as *base. */
 int gx_gpu_ipc_close(void *base);
+
+/** Synchronous copy between two device buffers (cuMemcpyDtoD in dst's
+ *  context). */
+int gx_gpu_copy_dtod(void *dst, const void *src, size_t len);
 
 #endif

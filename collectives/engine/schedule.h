@@ -102,6 +102,8 @@ struct coll_args {
     bool will_wait;         /* blocking call: the caller waits at once (drives progress) */
     const int *gate;        /* NULL, or the op starts only once *gate != 0 (the stream
                                forms: set when the caller's CUDA stream reaches it) */
+    const char *gdr_lo[2], *gdr_hi[2]; /* device ranges handed to the fabric as they are
+                               (GPUDirect RDMA, comm/gdr.c); NULL: none */
 };
 
 struct coll_op {

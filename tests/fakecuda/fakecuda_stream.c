@@ -89,6 +89,18 @@ static int fk_launch_host_func(struct fstream *s, void (*fn)(void *), void *arg)
     return rc;
 }
 
+static unsigned long long stat_dmabuf_exports; /* branch gdr */
+
+/* Test hook (branch gdr): dmabuf fds handed out so far (each one is a
+ * registration of device memory with the NIC). */
+EXPORT unsigned long long fakecuda_dmabuf_exports(void)
+{
+    pthread_mutex_lock(&mu);
+    unsigned long long n = stat_dmabuf_exports;
+    pthread_mutex_unlock(&mu);
+    return n;
+}
+
 static int fk_dmabuf(void *handle, dptr p, size_t len, int type, unsigned long long flags)
 {
     pthread_mutex_lock(&mu);
@@ -98,6 +110,8 @@ static int fk_dmabuf(void *handle, dptr p, size_t len, int type, unsigned long l
     int ok = a && a->fd >= 0 && (char *)(uintptr_t)p == a->addr &&
              (uintptr_t)p + len <= (uintptr_t)a->addr + a->map;
     int fd = ok ? dup(a->fd) : -1;
+    if (fd >= 0)
+        stat_dmabuf_exports++; /* branch gdr */
     pthread_mutex_unlock(&mu);
     if (fd < 0)
         return E_INVALID_VALUE;
