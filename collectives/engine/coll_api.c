@@ -17,6 +17,7 @@
 #include "collectives/comm/request.h"
 #include "collectives/comm/gdr.h"
 #include "collectives/comm/stage.h"
+#include "collectives/engine/coll_pipe.h"
 #include "gpudirect/gpudirect.h"
 #include "common/log.h"
 
@@ -158,9 +159,14 @@ static int coll_start(struct gx_comm *comm, struct coll_args *a, const char *fn,
         a->gdr_hi[i] = gp.hi[i];
     }
     struct gx_stage *st = NULL;
-    if (rc == GX_OK && !gp.lo[0])
+    bool chunked = coll_pipe_chunk() > 0; /* copies in chunks inside the engine */
+    if (rc == GX_OK && !gp.lo[0] && chunked)
+        rc = gx_stage_begin_deferred(fn, &a->sendbuf, u.send_bytes, &a->recvbuf,
+                                     u.recv_bytes, &st);
+    else if (rc == GX_OK && !gp.lo[0])
         rc = gx_stage_begin(fn, &a->sendbuf, u.send_bytes, &a->recvbuf, u.recv_bytes, false,
                             NULL, &st);
+    a->pipe = chunked ? st : NULL;
     if (rc != GX_OK) {
         coll_note_rejected(comm, seq, a, rc);
         return rc;

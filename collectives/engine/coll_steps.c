@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "collectives/engine/coll_pipe.h"
 #include "collectives/engine/coll_engine.h"
 #include "collectives/engine/coll_fault.h"
 #include "collectives/arena/coll_shm.h"
@@ -290,6 +291,12 @@ bool coll_op_pass(struct coll_op *op)
         if (s->state == STEP_WAITING) {
             if (!deps_done(op, s))
                 continue;
+            int prc = op->pipe ? coll_pipe_before_step(op, s) : GX_OK;
+            if (prc != GX_OK) {
+                coll_op_set_error(op, prc, "copying a device buffer in for the exchange "
+                                  "failed: %s", gx_last_error());
+                break;
+            }
             run_step(op, s);
             if (s->state == STEP_WAITING && op->status == GX_OK)
                 continue; /* out of receive budget */
@@ -304,6 +311,12 @@ bool coll_op_pass(struct coll_op *op)
     }
     while (op->first < op->nsteps && op->steps[op->first].state == STEP_DONE)
         op->first++;
+    if (op->pipe && op->status == GX_OK) {
+        int prc = coll_pipe_after_pass(op);
+        if (prc != GX_OK)
+            coll_op_set_error(op, prc, "copying a result chunk back to device memory failed: "
+                              "%s", gx_last_error());
+    }
     return changed;
 }
 

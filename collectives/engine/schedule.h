@@ -27,6 +27,8 @@
 
 struct gx_comm;
 struct gx_request;
+struct gx_stage;
+struct coll_pipe;
 
 enum coll_kind {
     COLL_ALLREDUCE = 0,
@@ -104,6 +106,8 @@ struct coll_args {
                                forms: set when the caller's CUDA stream reaches it) */
     const char *gdr_lo[2], *gdr_hi[2]; /* device ranges handed to the fabric as they are
                                (GPUDirect RDMA, comm/gdr.c); NULL: none */
+    struct gx_stage *pipe;  /* staged with deferred copies: the engine copies in and
+                               back in chunks (coll_pipe.c); NULL: none */
 };
 
 struct coll_op {
@@ -129,6 +133,7 @@ struct coll_op {
     int build_status;       /* first builder failure (GX_ENOMEM) */
     bool steps_capped;      /* the build reached COLL_MAX_STEPS */
     size_t scratch_failed;  /* bytes of scratch the build could not get */
+    struct coll_pipe *pipe; /* chunked staging copies (coll_pipe.c), or NULL */
     void *scratch;          /* back to the comm's pool when the op finishes */
     size_t scratch_size;
 
