@@ -138,7 +138,8 @@ int main(int argc, char **argv)
     unsigned long long copies = 0, overlapped = 0;
     size_t largest = 0;
     coll_pipe_stats(&copies, &overlapped, &largest);
-    void *lib = dlopen(getenv("GX_CUDA_LIB"), RTLD_NOW | RTLD_NOLOAD);
+    const char *libname = getenv("GX_CUDA_LIB");
+    void *lib = libname ? dlopen(libname, RTLD_NOW | RTLD_NOLOAD) : NULL;
     size_t (*fmax)(void) = lib ? (size_t (*)(void))dlsym(lib, "fakecuda_copy_max") : NULL;
     size_t fake_max = fmax ? fmax() : 0;
     printf("rank %d%s: %llu chunk copies, %llu while messages were in flight, largest %zu "
