@@ -10,7 +10,8 @@
  *       is checked element by element and a digest of all of them printed
  *       ("DIGEST rank r: ...", for comparing GX_GDR=on with =off). direct:
  *       the NIC registered device memory (the fake driver's dmabuf export
- *       count grew); staged: it never did.
+ *       count grew) and device-destined receives were flushed (the verbs
+ *       provider's flush READ count grew); staged: neither happened.
  *   gpu_gdr_check refuse WORDS
  *       GX_GDR=on where GPUDirect RDMA is not possible: a broadcast on a
  *       device buffer fails with GX_EUNSUPPORTED naming GX_GDR=on and WORDS
@@ -23,6 +24,13 @@
 
 #include "devmem.h"
 #include "gx/gx.h"
+
+/* fabric/verbs/verbs_flush.c; weak: absent from builds without verbs */
+extern unsigned long long gx_verbs_flush_count(void) __attribute__((weak));
+static unsigned long long flushes(void)
+{
+    return gx_verbs_flush_count ? gx_verbs_flush_count() : 0;
+}
 
 static int me = -1;
 #define CHECK(cond, ...)                                                                 \
@@ -151,10 +159,11 @@ static unsigned long long exports(void)
 static void mode_move(struct gx_comm *c, int n, const char *want)
 {
     static const size_t counts[] = { 1, 7, 4099, 262147 };
-    unsigned long long before = exports();
+    unsigned long long before = exports(), flushed = flushes();
     for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++)
         one_size(c, n, counts[k]);
     unsigned long long moved = exports() - before;
+    flushed = flushes() - flushed;
     /* all-reduce: reductions stage (comm/gdr.c), the result is still right */
     size_t cnt = 70001;
     int32_t *h = malloc(sizeof(int32_t) * cnt);
@@ -172,12 +181,16 @@ static void mode_move(struct gx_comm *c, int n, const char *want)
     free(h);
     dm.free_((uintptr_t)d);
     if (exports() != ~0ull) {
-        if (!strcmp(want, "direct"))
+        if (!strcmp(want, "direct")) {
             CHECK(moved > 0, "GX_GDR: the NIC never registered device memory (no dmabuf "
                   "export)");
-        else
+            CHECK(flushed > 0, "GX_GDR: no flush READ after device-destined receives");
+        } else {
             CHECK(moved == 0, "staged run registered device memory %llu times", moved);
-        printf("rank %d: %llu dmabuf registrations of device memory\n", me, moved);
+            CHECK(flushed == 0, "staged run flushed %llu host receives", flushed);
+        }
+        printf("rank %d: %llu dmabuf registrations of device memory, %llu flush READs\n", me,
+               moved, flushed);
     }
     printf("DIGEST rank %d: %016llx\n", me, digest);
 }
