@@ -532,18 +532,6 @@ static void init_op(struct xp_op *op, int kind, int peer, uint32_t tag, void *bu
     op->len = len;
 }
 
-int gx_xport_send(struct gx_xport *x, struct xp_op *op, int peer, uint32_t tag, const void *buf,
-                  size_t len)
-{
-    return gx_xport_send_mem(x, op, peer, tag, buf, len, false);
-}
-
-int gx_xport_recv(struct gx_xport *x, struct xp_op *op, int peer, uint32_t tag, void *buf,
-                  size_t len)
-{
-    return gx_xport_recv_mem(x, op, peer, tag, buf, len, false);
-}
-
 /* A message to this rank from device memory: through host memory first. */
 static void self_send_dev(struct xp_peer *p, uint32_t tag, const void *buf, size_t len,
                           struct xp_op *op)
