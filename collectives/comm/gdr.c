@@ -58,10 +58,18 @@ int gx_gdr_plan(struct gx_comm *comm, const char *fn, bool data_only, const void
         return GX_EINVAL;
     if (mode == 0)
         return GX_OK;
+    char why[256] = "no transport";
+    if (mode == 1 && (!comm->xport || !gx_xport_gdr_maybe(comm->xport, why, sizeof(why)))) {
+        /* certainly staged: no pointer query here (stage.c makes its own) */
+        if (gx_gpu_driver_available(NULL, 0) && !__atomic_exchange_n(&logged, 1,
+                                                                      __ATOMIC_RELAXED))
+            GX_INFO(GX_SUB_GPU, "GX_GDR=auto: device buffers are staged through host memory: "
+                    "%s", why);
+        return GX_OK;
+    }
     bool sdev = is_dev(send, send_bytes), rdev = is_dev(recv, recv_bytes);
     if (!sdev && !rdev)
         return GX_OK;
-    char why[256] = "no transport";
     const void *probe = sdev ? send : recv;
     size_t plen = sdev ? send_bytes : recv_bytes;
     int rc = comm->xport ? gx_xport_gdr_check(comm->xport, probe, plen, why, sizeof(why))

@@ -90,6 +90,10 @@ int gx_xport_recv_mem(struct gx_xport *x, struct xp_op *op, int peer, uint32_t t
  *  `why` (the provider, the verdict, GX_CHECKSUM). */
 int gx_xport_gdr_check(struct gx_xport *x, const void *dev, size_t len, char *why,
                        size_t why_len);
+/** Cheap first look (no device buffer needed): false, with why, when
+ *  GPUDirect RDMA is certainly not possible (a peer not over verbs,
+ *  GX_CHECKSUM, one rank). */
+bool gx_xport_gdr_maybe(struct gx_xport *x, char *why, size_t why_len);
 /** memcpy where either side may be device memory (the driver copies). */
 int gx_xport_mem_copy(void *dst, bool dst_dev, const void *src, bool src_dev, size_t len);
 

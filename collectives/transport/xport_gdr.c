@@ -45,14 +45,16 @@ int gx_xport_mem_copy(void *dst, bool dst_dev, const void *src, bool src_dev, si
     return GX_OK;
 }
 
-static int gdr_decide(struct gx_xport *x, const void *dev, size_t len)
+/* What can be told without a device buffer: -1 (no, x->gdr_why says why)
+ * or 0 (maybe: the trial registration decides). */
+static int gdr_static(struct gx_xport *x)
 {
     if (x->checksum) {
         snprintf(x->gdr_why, sizeof(x->gdr_why), "GX_CHECKSUM=1 checksums every message with "
                  "the CPU, which must not read device memory");
         return -1;
     }
-    struct xp_domain *d = NULL;
+    bool any = false;
     for (int r = 0; r < x->size; r++) {
         if (r == x->rank)
             continue;
@@ -63,12 +65,19 @@ static int gdr_decide(struct gx_xport *x, const void *dev, size_t len)
                      prov);
             return -1;
         }
-        d = x->peers[r].d;
+        any = true;
     }
-    if (!d) {
+    if (!any) {
         snprintf(x->gdr_why, sizeof(x->gdr_why), "no network peer (one rank)");
         return -1;
     }
+    return 0;
+}
+
+static int gdr_decide(struct gx_xport *x, const void *dev, size_t len)
+{
+    if (gdr_static(x) < 0)
+        return -1;
     for (int i = 0; i < x->ndoms; i++) {
         struct gx_fab_mr *mr = NULL;
         if (!x->doms[i].dom)
@@ -97,4 +106,16 @@ int gx_xport_gdr_check(struct gx_xport *x, const void *dev, size_t len, char *wh
         snprintf(why, why_len, "%s", x->gdr_why);
     pthread_mutex_unlock(&x->lock);
     return yes ? GX_OK : GX_EUNSUPPORTED;
+}
+
+bool gx_xport_gdr_maybe(struct gx_xport *x, char *why, size_t why_len)
+{
+    pthread_mutex_lock(&x->lock);
+    int v = x->gdr;
+    if (v == 0 && gdr_static(x) < 0)
+        v = x->gdr = -1;
+    if (why)
+        snprintf(why, why_len, "%s", v < 0 ? x->gdr_why : "");
+    pthread_mutex_unlock(&x->lock);
+    return v >= 0;
 }
