@@ -5,7 +5,7 @@
  * steps touch device memory.
  *
  * Room comm/: called by the public collective calls (engine/coll_api.c)
- * before staging. A local decision: every rank runs the same schedule, so
+ * and the point-to-point calls (transport/p2p.c) before staging. A local decision: every rank runs the same schedule, so
  * ranks may differ (one GDR, one staged, one host).
  */
 #ifndef GX_GDR_PLAN_H

@@ -4,7 +4,8 @@
  * CI, the real driver and NIC in tests/gpu/run.sh):
  *
  *   gpu_gdr_check move direct|staged
- *       broadcast, all-gather, all-to-all, gather and scatter on device
+ *       broadcast, all-gather, all-to-all, gather, scatter and a ring of
+ *       isend/irecv (receive larger than the message) on device
  *       buffers (int32 counts 1, 7, 4099 and 262147: eager and rendezvous,
  *       uneven), then an all-reduce (which stages by design); every result
  *       is checked element by element and a digest of all of them printed
@@ -146,6 +147,29 @@ static void one_size(struct gx_comm *c, int n, size_t cnt)
     free(h);
 }
 
+/* point-to-point: a ring of isend/irecv, the receive 16 elements larger */
+static void p2p_ring(struct gx_comm *c, int n, size_t cnt)
+{
+    int32_t *h = malloc(sizeof(int32_t) * (cnt + 16));
+    fill(h, cnt + 16, me, 20);
+    void *s = dev_from(h, cnt), *r = dev_from(h, cnt + 16);
+    struct gx_request *rq[2];
+    CHECK(gx_irecv(c, r, cnt + 16, GX_INT32, (me + n - 1) % n, 9, &rq[0]) == GX_OK, "irecv");
+    CHECK(gx_isend(c, s, cnt, GX_INT32, (me + 1) % n, 9, &rq[1]) == GX_OK, "isend");
+    for (int i = 0; i < 2; i++) {
+        CHECK(gx_wait(rq[i], -1) == GX_OK, "p2p wait %d", i);
+        gx_request_free(rq[i]);
+    }
+    int32_t *g = back(r, cnt + 16);
+    expect_block(g, cnt, (me + n - 1) % n, 20, "p2p");
+    for (size_t i = cnt; i < cnt + 16; i++) /* past the message: untouched */
+        CHECK(g[i] == val(me, i, 20), "p2p: element %zu past the message changed", i);
+    free(g);
+    free(h);
+    dm.free_((uintptr_t)r);
+    dm.free_((uintptr_t)s);
+}
+
 static unsigned long long exports(void)
 {
     const char *lib = getenv("GX_CUDA_LIB");
@@ -160,8 +184,10 @@ static void mode_move(struct gx_comm *c, int n, const char *want)
 {
     static const size_t counts[] = { 1, 7, 4099, 262147 };
     unsigned long long before = exports(), flushed = flushes();
-    for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++)
+    for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++) {
         one_size(c, n, counts[k]);
+        p2p_ring(c, n, counts[k]);
+    }
     unsigned long long moved = exports() - before;
     flushed = flushes() - flushed;
     /* all-reduce: reductions stage (comm/gdr.c), the result is still right */
