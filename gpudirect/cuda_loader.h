@@ -23,6 +23,7 @@ typedef struct gx_cu_stream_st *gx_cu_stream; /* CUstream */
 typedef struct gx_cu_event_st *gx_cu_event; /* CUevent */
 typedef struct gx_cu_module_st *gx_cu_module; /* CUmodule (branch kernels) */
 typedef struct gx_cu_func_st *gx_cu_function; /* CUfunction (branch kernels) */
+typedef struct { unsigned char data[64]; } gx_cu_ipc_mem_handle; /* CUipcMemHandle */
 
 #define GX_CU_SUCCESS 0
 #define GX_CU_ERROR_NOT_READY 600
@@ -106,7 +107,16 @@ typedef struct gx_cu_func_st *gx_cu_function; /* CUfunction (branch kernels) */
     X(launch_kernel, "cuLaunchKernel", 4000, false, gx_cu_result,                               \
       (gx_cu_function f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,       \
        unsigned bz, unsigned shared, gx_cu_stream s, void **params, void **extra))              \
-    X(module_unload, "cuModuleUnload", 2000, false, gx_cu_result, (gx_cu_module m))
+    X(module_unload, "cuModuleUnload", 2000, false, gx_cu_result, (gx_cu_module m)) \
+    /* branch gdr: CUDA IPC handles (gpu_ipc.c), device-to-device copies */                    \
+    X(ipc_get_mem_handle, "cuIpcGetMemHandle", 4010, false, gx_cu_result,                      \
+      (gx_cu_ipc_mem_handle *h, gx_cu_deviceptr p))                                             \
+    X(ipc_open_mem_handle, "cuIpcOpenMemHandle", 11000, false, gx_cu_result,                   \
+      (gx_cu_deviceptr *p, gx_cu_ipc_mem_handle h, unsigned flags))                             \
+    X(ipc_close_mem_handle, "cuIpcCloseMemHandle", 4010, false, gx_cu_result,                  \
+      (gx_cu_deviceptr p))                                                                      \
+    X(memcpy_dtod, "cuMemcpyDtoD", 3020, false, gx_cu_result,                                  \
+      (gx_cu_deviceptr dst, gx_cu_deviceptr src, size_t bytes))
 
 struct gx_cu {
 #define GX_CU_FIELD(field, name, ver, req, ret, args) ret(*field) args;

@@ -16,7 +16,8 @@
 
 GX_PARAM_DEFINE(gx_param_gdr_level, "GX_NET_GDR_LEVEL", GX_PARAM_STRING, "PXB", NULL,
                 "Farthest GPU-to-NIC path over which GPUDirect RDMA is used, as NCCL: "
-                "LOC (never), PIX, PXB, PHB, NODE, SYS (always); or 0..5.");
+                "LOC (never), PIX, PXB, PHB, NODE, SYS (always); or NCCL's numbers 0 LOC, "
+                "1 PIX, 2 PXB, 3 PHB, 4 SYS.");
 GX_PARAM_DEFINE(gx_param_gdr_sysfs_root, "GX_GDR_SYSFS_ROOT", GX_PARAM_STRING, "", NULL,
                 "Prefix of /sys and /proc when looking for nvidia-peermem (tests only).");
 
@@ -31,13 +32,25 @@ int gx_gpu_gdr_level(enum gx_topo_path *out)
 {
     const char *v = gx_param_text(&gx_param_gdr_level);
     for (int i = 0; i <= GX_TOPO_PATH_SYS; i++) {
-        if (strcasecmp(v, path_names[i]) == 0 || (v[0] == '0' + i && v[1] == '\0')) {
+        if (strcasecmp(v, path_names[i]) == 0) {
             *out = (enum gx_topo_path)i;
             return GX_OK;
         }
     }
+    /* Numbers as NCCL_NET_GDR_LEVEL's: 0 LOC, 1 PIX, 2 PXB, 3 PHB, 4 (and
+     * more) SYS; NODE has no number there. */
+    static const enum gx_topo_path nccl_num[] = { GX_TOPO_PATH_SELF, GX_TOPO_PATH_PIX,
+                                                  GX_TOPO_PATH_PXB, GX_TOPO_PATH_PHB,
+                                                  GX_TOPO_PATH_SYS };
+    char *end = NULL;
+    long n = v[0] >= '0' && v[0] <= '9' ? strtol(v, &end, 10) : -1;
+    if (n >= 0 && end && *end == '\0') {
+        *out = nccl_num[n > 4 ? 4 : n];
+        return GX_OK;
+    }
     return gx_fail(GX_EINVAL, GX_SUB_GPU, "GX_NET_GDR_LEVEL=%s: expected LOC, PIX, PXB, PHB, "
-                   "NODE, SYS or 0..5", v);
+                   "NODE, SYS, or a number as NCCL_NET_GDR_LEVEL's (0 LOC, 1 PIX, 2 PXB, "
+                   "3 PHB, 4 SYS)", v);
 }
 
 static bool file_has_module(const char *path, const char *const *names)

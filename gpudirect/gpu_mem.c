@@ -257,8 +257,14 @@ int gx_gpu_dmabuf_export(const void *ptr, size_t len, int *fd, uint64_t *offset)
     if (!c->mem_get_handle_for_address_range)
         return gx_fail(GX_EUNSUPPORTED, GX_SUB_GPU, "dmabuf export: the CUDA driver is older "
                        "than 11.7 (no cuMemGetHandleForAddressRange)");
-    /* dmabuf ranges must be page aligned: export the enclosing pages. */
+    /* dmabuf ranges must be page aligned: export the enclosing pages, from
+     * the allocation's start when the driver says where that is (as NCCL
+     * does; a registration cache hands in ranges anywhere inside it). */
     uintptr_t p = (uintptr_t)ptr, base = p & ~(uintptr_t)4095;
+    struct gx_gpu_ptr g;
+    if (gx_gpu_ptr_query(ptr, &g) == GX_OK && g.type == GX_GPU_MEM_CUDA && g.base <= p &&
+        (g.base & 4095) == 0)
+        base = g.base;
     size_t span = ((p + len + 4095) & ~(uintptr_t)4095) - base;
     int h = -1;
     gx_cu_result r = c->mem_get_handle_for_address_range(&h, (gx_cu_deviceptr)base, span,

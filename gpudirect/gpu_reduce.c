@@ -371,6 +371,12 @@ bool gx_gpu_reduce_wanted(const void *dev_hint)
     return ok;
 }
 
+bool gx_gpu_reduce_forced(void)
+{
+    pthread_once(&mode_once, mode_read);
+    return mode == MODE_GPU;
+}
+
 bool gx_gpu_kernels_describe(char *out, size_t len)
 {
     if (!GX_KERNELS_BUILT) {

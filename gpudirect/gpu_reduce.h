@@ -52,6 +52,9 @@ int gx_gpu_reduce_finish_avg(void *buf, size_t count, enum gx_datatype dtype, in
  *  `dev_hint` (NULL: the calling thread's). An invalid GX_GPU_REDUCE is
  *  reported once and read as auto. */
 bool gx_gpu_reduce_wanted(const void *dev_hint);
+/** GX_GPU_REDUCE=gpu was asked for (the engine then keeps a reduction's
+ *  copies unchunked, so its reduce steps can run on the GPU). */
+bool gx_gpu_reduce_forced(void);
 
 /** One line for gx-info: "built for sm_80,sm_90 (+PTX), loaded" or
  *  "..., not loaded: <why>" or "not built (no nvcc at build time)". Tries

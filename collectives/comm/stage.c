@@ -18,7 +18,7 @@ struct stage_region {
     char *host;         /* pinned stand-in */
     size_t len, cap;
     void *fence;        /* stream form: the copy back is queued until this passes */
-    bool has_send;      /* holds the call's send buffer (branch kernels) */
+    bool has_send;      /* holds the send buffer: copied in */
 };
 
 struct gx_stage {
@@ -30,6 +30,7 @@ struct gx_stage {
     size_t recv_bytes;
     const size_t *received;
     bool use_stream, finished;
+    bool deferred;      /* branch gdr: the engine copies in and back in chunks */
     void *stream;
 };
 
@@ -71,8 +72,41 @@ static void release(struct gx_stage *st, bool reuse)
     free(st);
 }
 
+static int begin(const char *fn, const void **send, size_t send_bytes, void **recv,
+                 size_t recv_bytes, bool use_stream, void *stream, bool defer,
+                 struct gx_stage **out);
+
 int gx_stage_begin(const char *fn, const void **send, size_t send_bytes, void **recv,
                    size_t recv_bytes, bool use_stream, void *stream, struct gx_stage **out)
+{
+    return begin(fn, send, send_bytes, recv, recv_bytes, use_stream, stream, false, out);
+}
+
+int gx_stage_begin_deferred(const char *fn, const void **send, size_t send_bytes, void **recv,
+                            size_t recv_bytes, struct gx_stage **out)
+{
+    return begin(fn, send, send_bytes, recv, recv_bytes, false, NULL, true, out);
+}
+
+void gx_stage_get_view(const struct gx_stage *st, struct gx_stage_view *v)
+{
+    memset(v, 0, sizeof(*v));
+    for (int i = 0; i < st->nregions; i++) {
+        const struct stage_region *g = &st->r[i];
+        if (g->has_send) {
+            v->in_host = g->host;
+            v->in_dev = g->dev;
+            v->in_len = g->len;
+        }
+    }
+    v->out_host = st->recv_host;
+    v->out_dev = st->recv_dev;
+    v->out_len = st->recv_dev ? st->recv_bytes : 0;
+}
+
+static int begin(const char *fn, const void **send, size_t send_bytes, void **recv,
+                 size_t recv_bytes, bool use_stream, void *stream, bool defer,
+                 struct gx_stage **out)
 {
     *out = NULL;
     bool sdev = false, rdev = false;
@@ -89,6 +123,7 @@ int gx_stage_begin(const char *fn, const void **send, size_t send_bytes, void **
     if (!st)
         return gx_fail(GX_ENOMEM, GX_SUB_GPU, "%s: out of memory", fn);
     st->fn = fn;
+    st->deferred = defer;
     st->use_stream = use_stream;
     st->stream = stream;
     /* Regions: the send side, the receive side, merged when they overlap. */
@@ -127,7 +162,7 @@ int gx_stage_begin(const char *fn, const void **send, size_t send_bytes, void **
         struct stage_region *g = &st->r[i];
         bool has_send = sdev && s >= g->dev && s < g->dev + g->len;
         g->has_send = has_send;
-        if (has_send)
+        if (has_send && !defer)
             rc = use_stream ? gx_gpu_stream_copy_dtoh(stream, g->host, g->dev, g->len)
                             : gx_gpu_copy_dtoh(g->host, g->dev, g->len);
     }
@@ -162,8 +197,9 @@ int gx_stage_finish(struct gx_stage *st, int status)
     if (st->finished)
         return status;
     st->finished = true;
-    if (status != GX_OK || !st->recv_dev || st->use_stream)
-        return status; /* the stream form queued its copy back at the call */
+    if (status != GX_OK || !st->recv_dev || st->use_stream || st->deferred)
+        return status; /* the stream form queued its copy back at the call; the
+                          engine copied a deferred one back chunk by chunk */
     size_t bytes = st->received && *st->received < st->recv_bytes ? *st->received
                                                                     : st->recv_bytes;
     return bytes ? gx_gpu_copy_htod(st->recv_dev, st->recv_host, bytes) : GX_OK;

@@ -30,6 +30,25 @@ struct gx_stage;
 int gx_stage_begin(const char *fn, const void **send, size_t send_bytes, void **recv,
                    size_t recv_bytes, bool use_stream, void *stream, struct gx_stage **out);
 
+/** branch gdr: the same, but nothing is copied: the engine copies the input
+ *  in and the result back itself, in chunks (engine/coll_pipe.c), and
+ *  gx_stage_finish copies nothing. */
+int gx_stage_begin_deferred(const char *fn, const void **send, size_t send_bytes, void **recv,
+                            size_t recv_bytes, struct gx_stage **out);
+
+/** Where a stage's copies go: the stand-in holding the send buffer (the
+ *  whole region: in-place forms read all of it) and its device original;
+ *  the receive buffer's stand-in and device original (NULL/0: host). */
+struct gx_stage_view {
+    char *in_host;
+    const char *in_dev;
+    size_t in_len;
+    char *out_host;
+    char *out_dev;
+    size_t out_len;
+};
+void gx_stage_get_view(const struct gx_stage *st, struct gx_stage_view *v);
+
 /** Stream form: queue the copy back to the device receive buffer on the
  *  stream, after what the caller queued there since (gx's host step). */
 int gx_stage_stream_out(struct gx_stage *st);

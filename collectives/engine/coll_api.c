@@ -16,8 +16,11 @@
 #include "collectives/engine/coll_intra.h"
 #include "collectives/comm/comm_internal.h"
 #include "collectives/comm/request.h"
+#include "collectives/comm/gdr.h"
 #include "collectives/comm/stage.h"
 #include "collectives/engine/coll_gpu.h"
+#include "collectives/engine/coll_pipe.h"
+#include "gpudirect/gpu_reduce.h"
 #include "gpudirect/gpudirect.h"
 #include "common/log.h"
 
@@ -126,6 +129,13 @@ static int check_args(struct gx_comm *comm, struct coll_args *a, const char *fn,
     return GX_OK;
 }
 
+/* Kinds whose schedules only move data: no step reduces (comm/gdr.c). */
+static bool coll_moves_only(enum coll_kind k)
+{
+    return k == COLL_BROADCAST || k == COLL_ALLGATHER || k == COLL_GATHER ||
+           k == COLL_SCATTER || k == COLL_ALLTOALL;
+}
+
 static int coll_start(struct gx_comm *comm, struct coll_args *a, const char *fn,
                       struct gx_request **req)
 {
@@ -149,13 +159,32 @@ static int coll_start(struct gx_comm *comm, struct coll_args *a, const char *fn,
         return gx_fail(GX_EINVAL, GX_SUB_COLL, "%s: req is NULL", fn);
     struct buf_use u = { 0, 0, NULL };
     rc = check_args(comm, a, fn, &u);
-    /* Device buffers: pinned host stand-ins for the host algorithms. */
-    struct gx_stage *st = NULL;
+    /* Device buffers: handed to the fabric (GPUDirect RDMA, data movement
+     * only), else pinned host stand-ins for the host algorithms. */
+    struct gx_gdr_plan gp = { { NULL, NULL }, { NULL, NULL } };
     if (rc == GX_OK)
+        rc = gx_gdr_plan(comm, fn, coll_moves_only(a->kind), a->sendbuf, u.send_bytes,
+                         a->recvbuf, u.recv_bytes, &gp);
+    for (int i = 0; i < 2; i++) {
+        a->gdr_lo[i] = gp.lo[i];
+        a->gdr_hi[i] = gp.hi[i];
+    }
+    struct gx_stage *st = NULL;
+    /* Copies in chunks inside the engine (coll_pipe.c), but for a reduction
+     * whose reduce steps must run on the GPU (GX_GPU_REDUCE=gpu, coll_gpu.c). */
+    bool chunked = coll_pipe_chunk() > 0 &&
+                   !(gx_gpu_reduce_forced() && !coll_moves_only(a->kind));
+    if (rc == GX_OK && !gp.lo[0] && chunked)
+        rc = gx_stage_begin_deferred(fn, &a->sendbuf, u.send_bytes, &a->recvbuf,
+                                     u.recv_bytes, &st);
+    else if (rc == GX_OK && !gp.lo[0])
         rc = gx_stage_begin(fn, &a->sendbuf, u.send_bytes, &a->recvbuf, u.recv_bytes, false,
                             NULL, &st);
-    if (rc == GX_OK)
-        coll_gpu_setup(a, st); /* branch kernels: reduce steps on the GPU */
+    /* Reduce steps on the GPU only when the copies are not chunked
+     * (GX_GPU_CHUNK=0, or GX_GPU_REDUCE=gpu above): both use the stand-ins. */
+    if (rc == GX_OK && !chunked)
+        coll_gpu_setup(a, st);
+    a->pipe = chunked ? st : NULL;
     if (rc != GX_OK) {
         coll_note_rejected(comm, seq, a, rc);
         return rc;

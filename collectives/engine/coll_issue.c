@@ -17,6 +17,7 @@
 #include "collectives/arena/coll_shm.h"
 #include "collectives/comm/comm_internal.h"
 #include "collectives/comm/request.h"
+#include "collectives/engine/coll_pipe.h"
 #include "collectives/engine/coll_engine.h"
 #include "collectives/engine/coll_fault.h"
 #include "collectives/engine/coll_skip.h"
@@ -77,6 +78,7 @@ static void coll_wait_end(struct gx_request *req)
 
 static void op_free(struct coll_op *op)
 {
+    coll_pipe_free(op);
     free(op->steps);
     free(op->scratch);
     free(op);
@@ -231,6 +233,8 @@ int coll_issue(struct gx_comm *comm, uint64_t seq, const struct coll_args *a, co
     int rc = build(op);
     if (rc == GX_OK)
         rc = op->build_status;
+    if (rc == GX_OK && a->pipe)
+        rc = coll_pipe_attach(op);
     if (rc != GX_OK) {
         enum coll_algo algo = op->algo;
         bool capped = op->steps_capped;

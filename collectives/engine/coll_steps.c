@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "collectives/engine/coll_pipe.h"
 #include "collectives/engine/coll_engine.h"
 #include "collectives/engine/coll_fault.h"
 #include "collectives/engine/coll_gpu.h"
@@ -184,15 +185,37 @@ static bool inject_fault(struct coll_op *op, struct coll_step *s)
     return false;
 }
 
+/* A step's pointer in one of the device ranges GPUDirect RDMA hands to the
+ * fabric (coll_args.gdr_lo/hi): the CPU must not touch it. */
+static bool on_dev(const struct coll_op *op, const void *p)
+{
+    for (int i = 0; i < 2; i++)
+        if (op->a.gdr_lo[i] && (const char *)p >= op->a.gdr_lo[i] &&
+            (const char *)p < op->a.gdr_hi[i])
+            return true;
+    return false;
+}
+
+static bool reduces_on_dev(const struct coll_op *op, const struct coll_step *s)
+{
+    return op->a.gdr_lo[0] && (on_dev(op, s->dst) || on_dev(op, s->src) ||
+                               (s->src2 && on_dev(op, s->src2)));
+}
+
 static void run_step(struct coll_op *op, struct coll_step *s)
 {
     struct gx_xport *x = op->comm->xport;
     int rc = GX_OK;
     if ((s->kind == CS_SEND || s->kind == CS_RECV) && coll_fault_any() && inject_fault(op, s))
         return;
-    switch (s->kind) {
+    bool reduce = s->kind == CS_REDUCE || s->kind == CS_REDUCE3 || s->kind == CS_AVG;
+    if (reduce && reduces_on_dev(op, s)) /* comm/gdr.c never plans this */
+        rc = gx_fail(GX_EUNSUPPORTED, GX_SUB_COLL, "a reduction step on device memory "
+                     "(GPUDirect RDMA is planned for data movement only)");
+    else switch (s->kind) {
     case CS_SEND:
-        rc = gx_xport_send(x, &s->xop, s->peer, step_tag(op, s), s->src, s->len);
+        rc = gx_xport_send_mem(x, &s->xop, s->peer, step_tag(op, s), s->src, s->len,
+                               s->len && on_dev(op, s->src));
         break;
     case CS_RECV:
         /* The oldest collective may always post: otherwise later ones can
@@ -200,7 +223,8 @@ static void run_step(struct coll_op *op, struct coll_step *s)
          * peers' sends depend on, and every rank stalls (seen under TSan). */
         if (op->cc->recvs_posted >= RECV_BUDGET && op != op->cc->head)
             return; /* stays waiting */
-        rc = gx_xport_recv(x, &s->xop, s->peer, step_tag(op, s), s->dst, s->len);
+        rc = gx_xport_recv_mem(x, &s->xop, s->peer, step_tag(op, s), s->dst, s->len,
+                               s->len && on_dev(op, s->dst));
         if (rc == GX_OK) {
             op->cc->recvs_posted++;
             op->recvs_posted++;
@@ -222,7 +246,10 @@ static void run_step(struct coll_op *op, struct coll_step *s)
             op->fn3(s->dst, s->src, s->src2, s->len);
         break;
     case CS_COPY:
-        if (s->len && s->dst != s->src)
+        if (s->len && s->dst != s->src && op->a.gdr_lo[0])
+            rc = gx_xport_mem_copy(s->dst, on_dev(op, s->dst), s->src, on_dev(op, s->src),
+                                   s->len);
+        else if (s->len && s->dst != s->src)
             memcpy(s->dst, s->src, s->len);
         break;
     case CS_AVG:
@@ -271,6 +298,12 @@ bool coll_op_pass(struct coll_op *op)
         if (s->state == STEP_WAITING) {
             if (!deps_done(op, s))
                 continue;
+            int prc = op->pipe ? coll_pipe_before_step(op, s) : GX_OK;
+            if (prc != GX_OK) {
+                coll_op_set_error(op, prc, "copying a device buffer in for the exchange "
+                                  "failed: %s", gx_last_error());
+                break;
+            }
             run_step(op, s);
             if (s->state == STEP_WAITING && op->status == GX_OK)
                 continue; /* out of receive budget */
@@ -285,6 +318,12 @@ bool coll_op_pass(struct coll_op *op)
     }
     while (op->first < op->nsteps && op->steps[op->first].state == STEP_DONE)
         op->first++;
+    if (op->pipe && op->status == GX_OK) {
+        int prc = coll_pipe_after_pass(op);
+        if (prc != GX_OK)
+            coll_op_set_error(op, prc, "copying a result chunk back to device memory failed: "
+                              "%s", gx_last_error());
+    }
     return changed;
 }
 

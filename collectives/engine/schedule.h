@@ -27,6 +27,8 @@
 
 struct gx_comm;
 struct gx_request;
+struct gx_stage;
+struct coll_pipe;
 
 enum coll_kind {
     COLL_ALLREDUCE = 0,
@@ -107,6 +109,10 @@ struct coll_args {
      * dev_in: the device copy is the input (a send buffer apart from the
      * receive buffer), read in place. n == 0: reduce on the CPU. */
     struct { int n; char *host[2], *dev[2]; size_t len[2]; bool dev_in[2]; } gpu;
+    const char *gdr_lo[2], *gdr_hi[2]; /* device ranges handed to the fabric as they are
+                               (GPUDirect RDMA, comm/gdr.c); NULL: none */
+    struct gx_stage *pipe;  /* staged with deferred copies: the engine copies in and
+                               back in chunks (coll_pipe.c); NULL: none */
 };
 
 struct coll_op {
@@ -132,6 +138,7 @@ struct coll_op {
     int build_status;       /* first builder failure (GX_ENOMEM) */
     bool steps_capped;      /* the build reached COLL_MAX_STEPS */
     size_t scratch_failed;  /* bytes of scratch the build could not get */
+    struct coll_pipe *pipe; /* chunked staging copies (coll_pipe.c), or NULL */
     void *scratch;          /* back to the comm's pool when the op finishes */
     size_t scratch_size;
 

@@ -3,6 +3,7 @@
 #include <stdint.h>
 
 #include "collectives/comm/request.h"
+#include "collectives/comm/gdr.h"
 #include "collectives/comm/stage.h"
 #include "common/log.h"
 
@@ -58,8 +59,13 @@ static int p2p_start(struct gx_comm *comm, void *buf, size_t count, enum gx_data
      * only what arrived. */
     const void *sbuf = send ? buf : NULL;
     void *rbuf = send ? NULL : buf;
-    rc = gx_stage_begin(fn, &sbuf, send ? bytes : 0, &rbuf, send ? 0 : bytes, false, NULL,
-                        &req->stage);
+    /* or, GPUDirect RDMA (comm/gdr.c): the device buffer to the fabric as is */
+    struct gx_gdr_plan gp;
+    rc = gx_gdr_plan(comm, fn, true, sbuf, send ? bytes : 0, rbuf, send ? 0 : bytes, &gp);
+    bool dev = rc == GX_OK && gp.lo[0] != NULL;
+    if (rc == GX_OK && !dev)
+        rc = gx_stage_begin(fn, &sbuf, send ? bytes : 0, &rbuf, send ? 0 : bytes, false, NULL,
+                            &req->stage);
     if (rc != GX_OK) {
         gx_request_free(req);
         return rc;
@@ -67,8 +73,10 @@ static int p2p_start(struct gx_comm *comm, void *buf, size_t count, enum gx_data
     if (req->stage)
         gx_stage_limit_recv(req->stage, &req->u.p2p.op.received);
     buf = send ? (void *)sbuf : rbuf;
-    rc = send ? gx_xport_send(comm->xport, &req->u.p2p.op, peer, (uint32_t)tag, buf, bytes)
-              : gx_xport_recv(comm->xport, &req->u.p2p.op, peer, (uint32_t)tag, buf, bytes);
+    rc = send ? gx_xport_send_mem(comm->xport, &req->u.p2p.op, peer, (uint32_t)tag, buf,
+                                  bytes, dev)
+              : gx_xport_recv_mem(comm->xport, &req->u.p2p.op, peer, (uint32_t)tag, buf,
+                                  bytes, dev);
     if (rc != GX_OK) {
         gx_request_free(req);
         return gx_comm_note_failure(comm, rc);

@@ -52,6 +52,8 @@ struct xp_op {
     uint32_t id;             /* rendezvous id */
     uint32_t crc;            /* rendezvous receive: the data's CRC-32C, when has_crc */
     bool has_crc;
+    bool dev;                /* buf is CUDA device memory handed to the fabric (GPUDirect
+                                RDMA, xport_gdr.c): the CPU never touches it */
     struct xp_op *next;      /* queue link, private */
     void *reg;               /* rendezvous registration, private */
     char err[200];           /* why it failed (already logged once) */
@@ -72,6 +74,28 @@ int gx_xport_send(struct gx_xport *x, struct xp_op *op, int peer, uint32_t tag, 
                   size_t len);
 int gx_xport_recv(struct gx_xport *x, struct xp_op *op, int peer, uint32_t tag, void *buf,
                   size_t len);
+
+/** The same with `dev`: buf is CUDA device memory (only after
+ *  gx_xport_gdr_check said yes for it): rendezvous registers it with the
+ *  fabric as device memory, eager bytes go through the driver's copies. */
+int gx_xport_send_mem(struct gx_xport *x, struct xp_op *op, int peer, uint32_t tag,
+                      const void *buf, size_t len, bool dev);
+int gx_xport_recv_mem(struct gx_xport *x, struct xp_op *op, int peer, uint32_t tag, void *buf,
+                      size_t len, bool dev);
+
+/** GPUDirect RDMA (xport_gdr.c): GX_OK when every peer of this rank is
+ *  reached through a provider that registers the device memory [dev,
+ *  dev+len) itself (verbs with a GDR verdict that allows it; tried once per
+ *  transport with a registration), else GX_EUNSUPPORTED with the reason in
+ *  `why` (the provider, the verdict, GX_CHECKSUM). */
+int gx_xport_gdr_check(struct gx_xport *x, const void *dev, size_t len, char *why,
+                       size_t why_len);
+/** Cheap first look (no device buffer needed): false, with why, when
+ *  GPUDirect RDMA is certainly not possible (a peer not over verbs,
+ *  GX_CHECKSUM, one rank). */
+bool gx_xport_gdr_maybe(struct gx_xport *x, char *why, size_t why_len);
+/** memcpy where either side may be device memory (the driver copies). */
+int gx_xport_mem_copy(void *dst, bool dst_dev, const void *src, bool src_dev, size_t len);
 
 /** Poll completions and advance protocols. Returns GX_OK or a fatal error. */
 int gx_xport_progress(struct gx_xport *x);

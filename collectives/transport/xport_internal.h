@@ -82,6 +82,8 @@ struct gx_xport {
     struct xp_op *rndv[XP_RNDV_TABLE];           /* receives by recv_id % table */
     bool inject_regfail;                         /* GX_FAULT: fail the next registration */
     bool checksum;                               /* GX_CHECKSUM: checksum what we send */
+    int gdr;                                     /* branch gdr: 0 not asked, 1 yes, -1 no */
+    char gdr_why[240];                           /* why not (xport_gdr.c) */
 };
 
 /* xport_p2p.c */

@@ -111,7 +111,8 @@ static void maybe_corrupt(struct xp_peer *p, uint32_t tag, void *data, size_t le
 static int post_msg(struct xp_peer *p, struct xp_slot *slot, int type, uint32_t tag,
                     const void *payload, size_t len)
 {
-    memcpy(slot->buf, payload, len);
+    if (payload != slot->buf)
+        memcpy(slot->buf, payload, len);
     uint64_t wire = XP_WIRE_TAG(type, tag);
     if (p->x->checksum)
         wire = XP_WIRE_WITH_CSUM(wire, fold16(gx_crc32c(0, slot->buf, len)));
@@ -195,11 +196,16 @@ static int start_send(struct xp_peer *p, struct xp_op *op)
     if (op->len <= x->eager_limit) {
         slot->op = op;
         op->state = XP_ST_EAGER;
-        rc = post_msg(p, slot, XP_MSG_EAGER, op->tag, op->buf, op->len);
+        rc = op->dev ? gx_xport_mem_copy(slot->buf, false, op->buf, true, op->len) : GX_OK;
+        if (rc != GX_OK)
+            release_send_slot(slot);
+        else
+            rc = post_msg(p, slot, XP_MSG_EAGER, op->tag, op->dev ? slot->buf : op->buf,
+                          op->len);
     } else {
         op->id = x->next_send_id++;
         struct xp_rts rts = { .size = op->len, .send_id = op->id };
-        if (x->checksum)
+        if (x->checksum && !op->dev) /* gx_xport_gdr_check refuses GX_CHECKSUM */
             rts.crc32c = gx_crc32c(0, op->buf, op->len);
         op->state = XP_ST_RTS_SENT;
         rc = post_msg(p, slot, XP_MSG_RTS, op->tag, &rts, sizeof(rts));
@@ -279,8 +285,16 @@ static void deliver_eager(struct xp_peer *p, struct xp_op *op, void *data, size_
         xp_fail_peer(p, GX_EPROTO, "a message failed its checksum");
         return;
     }
-    if (len)
+    if (len && op->dev) {
+        int rc = gx_xport_mem_copy(op->buf, true, data, false, len);
+        if (rc != GX_OK) {
+            op_fail(op, rc, "rank %d: copying a %zu-byte message from rank %d into device "
+                    "memory failed: %s", p->x->rank, len, p->rank, gx_last_error());
+            return;
+        }
+    } else if (len) {
         memcpy(op->buf, data, len);
+    }
     op->received = len;
     op_finish(op, GX_OK);
 }
@@ -299,7 +313,8 @@ static void start_rndv_recv(struct xp_peer *p, struct xp_op *op, const struct xp
     struct gx_fab_rcache_entry *e = NULL;
     int rc = take_injected_regfail(x);
     if (rc == GX_OK)
-        rc = gx_fab_rcache_get(p->d->rcache_recv, op->buf, rts->size, GX_FAB_MEM_HOST, &e);
+        rc = gx_fab_rcache_get(p->d->rcache_recv, op->buf, rts->size,
+                               op->dev ? GX_FAB_MEM_CUDA : GX_FAB_MEM_HOST, &e);
     if (rc == GX_OK)
         rc = gx_fab_mr_pack_rkey(gx_fab_rcache_handle(e), &cts.rkey);
     if (rc != GX_OK) {
@@ -376,7 +391,8 @@ static void on_message(struct xp_peer *p, uint8_t type, uint32_t tag, void *data
         struct gx_fab_rcache_entry *e = NULL;
         int rc = take_injected_regfail(p->x);
         if (rc == GX_OK)
-            rc = gx_fab_rcache_get(p->d->rcache_send, op->buf, op->len, GX_FAB_MEM_HOST, &e);
+            rc = gx_fab_rcache_get(p->d->rcache_send, op->buf, op->len,
+                                   op->dev ? GX_FAB_MEM_CUDA : GX_FAB_MEM_HOST, &e);
         if (rc == GX_OK) {
             op->reg = e;
             op->state = XP_ST_WRITING;
@@ -455,8 +471,9 @@ int xp_handle_cqe(struct gx_xport *x, const struct gx_fab_cqe *e)
             x->rndv[e->imm % XP_RNDV_TABLE] = NULL;
             gx_fab_rcache_put(p->d->rcache_recv, op->reg);
             op->reg = NULL;
-            maybe_corrupt(p, op->tag, op->buf, op->received);
-            if (op->has_crc && gx_crc32c(0, op->buf, op->received) != op->crc) {
+            if (!op->dev) /* device memory: the CPU must not read it */
+                maybe_corrupt(p, op->tag, op->buf, op->received);
+            if (op->has_crc && !op->dev && gx_crc32c(0, op->buf, op->received) != op->crc) {
                 op_fail(op, GX_EPROTO, "rank %d: the %zu bytes rank %d wrote (tag %u) fail "
                         "their checksum: corrupted on the way (GX_CHECKSUM)", x->rank,
                         op->received, p->rank, op->tag);
@@ -515,8 +532,20 @@ static void init_op(struct xp_op *op, int kind, int peer, uint32_t tag, void *bu
     op->len = len;
 }
 
-int gx_xport_send(struct gx_xport *x, struct xp_op *op, int peer, uint32_t tag, const void *buf,
-                  size_t len)
+/* A message to this rank from device memory: through host memory first. */
+static void self_send_dev(struct xp_peer *p, uint32_t tag, const void *buf, size_t len,
+                          struct xp_op *op)
+{
+    void *tmp = malloc(len ? len : 1);
+    int rc = tmp ? gx_xport_mem_copy(tmp, false, buf, true, len) : GX_ENOMEM;
+    if (rc == GX_OK)
+        on_message(p, XP_MSG_EAGER, tag, tmp, len, -1);
+    free(tmp);
+    op_finish(op, rc);
+}
+
+int gx_xport_send_mem(struct gx_xport *x, struct xp_op *op, int peer, uint32_t tag,
+                      const void *buf, size_t len, bool dev)
 {
     pthread_mutex_lock(&x->lock);
     int rc = check_post(x, peer, "send");
@@ -525,8 +554,11 @@ int gx_xport_send(struct gx_xport *x, struct xp_op *op, int peer, uint32_t tag, 
         return rc;
     }
     init_op(op, XP_OP_SEND, peer, tag, (void *)buf, len);
+    op->dev = dev && len;
     struct xp_peer *p = &x->peers[peer];
-    if (peer == x->rank) {
+    if (peer == x->rank && op->dev) {
+        self_send_dev(p, tag, buf, len, op);
+    } else if (peer == x->rank) {
         on_message(p, XP_MSG_EAGER, tag, (void *)buf, len, -1); /* to self: deliver now */
         op_finish(op, GX_OK);
     } else if (p->wait_head || (rc = start_send(p, op)) == GX_INPROGRESS) {
@@ -537,8 +569,8 @@ int gx_xport_send(struct gx_xport *x, struct xp_op *op, int peer, uint32_t tag, 
     return rc;
 }
 
-int gx_xport_recv(struct gx_xport *x, struct xp_op *op, int peer, uint32_t tag, void *buf,
-                  size_t len)
+int gx_xport_recv_mem(struct gx_xport *x, struct xp_op *op, int peer, uint32_t tag, void *buf,
+                      size_t len, bool dev)
 {
     pthread_mutex_lock(&x->lock);
     int rc = check_post(x, peer, "receive");
@@ -547,6 +579,7 @@ int gx_xport_recv(struct gx_xport *x, struct xp_op *op, int peer, uint32_t tag, 
         return rc;
     }
     init_op(op, XP_OP_RECV, peer, tag, buf, len);
+    op->dev = dev && len;
     struct xp_peer *p = &x->peers[peer];
     struct xp_unexpected *prev = NULL, *u = p->unexp_head;
     while (u && u->tag != tag) {

@@ -124,6 +124,9 @@ int gx_verbs_probe(struct gx_fab_devinfo *devs, int max, int *count);
 /** The gx-info hook: one line per RDMA port saying whether GPUDirect RDMA
  *  is usable there and exactly why not (driver, dmabuf, peermem, level). */
 int gx_verbs_gdr_report(char *out, size_t len);
+/** Flush READs completed in this process so far (tests: the GPUDirect path
+ *  of the collectives flushed its device-destined receives). */
+unsigned long long gx_verbs_flush_count(void);
 
 /* ---------------------------------------------------------------------------
  * domain, cq (verbs_provider.c)

@@ -188,9 +188,17 @@ void verbs_flush_arrived(struct verbs_ep *ep, uint64_t k)
     r->flush = FLUSH_POSTED;
 }
 
+static unsigned long long flushes_done; /* branch gdr: process total (tests) */
+
+unsigned long long gx_verbs_flush_count(void)
+{
+    return __atomic_load_n(&flushes_done, __ATOMIC_RELAXED);
+}
+
 bool verbs_flush_completed(struct verbs_ep *ep, struct verbs_qp *q, const struct ibv_wc *wc)
 {
     uint64_t k = ep->flush_fifo[ep->flush_done++ % q->sq_depth];
+    __atomic_fetch_add(&flushes_done, 1, __ATOMIC_RELAXED);
     if (ep->state != VEP_ESTABLISHED)
         return false; /* flushed after a failure or close: already reported */
     if (wc->status != IBV_WC_SUCCESS) {

@@ -33,6 +33,7 @@ struct fstream legacy;
 _Thread_local struct fctx *cur[16];
 _Thread_local int ncur;
 static unsigned long long stat_attr_calls, stat_copies, stat_host_allocs;
+static size_t stat_copy_max; /* branch gdr: largest synchronous copy */
 static int ctx_used[8]; /* a device's primary context was retained or made current */
 
 /* Test hook: whether gx (or the test) ever used device `dev`'s context: a
@@ -383,6 +384,8 @@ static int copy_now(char *dst_addr, const char *src_addr, size_t len, uintptr_t 
     if (rc == OK) {
         memcpy(d, s, len);
         stat_copies++;
+        if (len > stat_copy_max) /* branch gdr */
+            stat_copy_max = len;
     }
     pthread_mutex_unlock(&mu);
     return rc;
@@ -431,3 +434,35 @@ int fk_htod_async(dptr dst, const void *src, size_t len, struct fstream *s)
                       "cuMemcpyHtoDAsync");
 }
 
+
+/* ---- branch gdr: allocations made elsewhere (fakecuda_ipc.c) ---------------- */
+void fk_link(struct falloc *a)
+{
+    pthread_mutex_lock(&mu);
+    a->id = next_id++;
+    a->next = allocs;
+    allocs = a;
+    pthread_mutex_unlock(&mu);
+}
+
+struct falloc *fk_unlink(char *addr)
+{
+    pthread_mutex_lock(&mu);
+    struct falloc **pp = &allocs;
+    while (*pp && (*pp)->addr != addr)
+        pp = &(*pp)->next;
+    struct falloc *a = *pp;
+    if (a)
+        *pp = a->next;
+    pthread_mutex_unlock(&mu);
+    return a;
+}
+
+/* Test hook (branch gdr): the largest synchronous copy so far, in bytes. */
+EXPORT size_t fakecuda_copy_max(void)
+{
+    pthread_mutex_lock(&mu);
+    size_t n = stat_copy_max;
+    pthread_mutex_unlock(&mu);
+    return n;
+}

@@ -54,6 +54,9 @@ struct fstream {
     unsigned long long submitted, done;
     int running; /* an op taken off the queue is still running (a host function) */
 };
+/* CUipcMemHandle (64 bytes): the exporter's memfd, reachable from another
+ * process of the same user as /proc/<pid>/fd/<fd>. */
+struct fk_ipc_handle { unsigned char data[64]; };
 struct fevent { struct fstream *s; unsigned long long ticket; };
 
 extern pthread_mutex_t mu;          /* guards everything below */
@@ -105,5 +108,13 @@ int fk_launch_kernel(struct ffunc *f, unsigned gx, unsigned gy, unsigned gz, uns
                      unsigned by, unsigned bz, unsigned shared, struct fstream *s,
                      void **params, void **extra);
 const char *fk_module_error_name(int r);
+
+/* branch gdr: CUDA IPC (fakecuda_ipc.c) */
+void fk_link(struct falloc *a);
+struct falloc *fk_unlink(char *addr);
+int fk_ipc_get(void *handle, dptr p);
+int fk_ipc_open(dptr *out, struct fk_ipc_handle h, unsigned flags);
+int fk_ipc_close(dptr p);
+int fk_dtod(dptr dst, dptr src, size_t len);
 
 #endif

@@ -89,6 +89,18 @@ static int fk_launch_host_func(struct fstream *s, void (*fn)(void *), void *arg)
     return rc;
 }
 
+static unsigned long long stat_dmabuf_exports; /* branch gdr */
+
+/* Test hook (branch gdr): dmabuf fds handed out so far (each one is a
+ * registration of device memory with the NIC). */
+EXPORT unsigned long long fakecuda_dmabuf_exports(void)
+{
+    pthread_mutex_lock(&mu);
+    unsigned long long n = stat_dmabuf_exports;
+    pthread_mutex_unlock(&mu);
+    return n;
+}
+
 static int fk_dmabuf(void *handle, dptr p, size_t len, int type, unsigned long long flags)
 {
     pthread_mutex_lock(&mu);
@@ -98,6 +110,8 @@ static int fk_dmabuf(void *handle, dptr p, size_t len, int type, unsigned long l
     int ok = a && a->fd >= 0 && (char *)(uintptr_t)p == a->addr &&
              (uintptr_t)p + len <= (uintptr_t)a->addr + a->map;
     int fd = ok ? dup(a->fd) : -1;
+    if (fd >= 0)
+        stat_dmabuf_exports++; /* branch gdr */
     pthread_mutex_unlock(&mu);
     if (fd < 0)
         return E_INVALID_VALUE;
@@ -216,6 +230,11 @@ static const struct { const char *name; int min_version; void *fn; } procs[] = {
     { "cuModuleGetFunction", 2000, (void *)fk_module_get_function },
     { "cuLaunchKernel", 4000, (void *)fk_launch_kernel },
     { "cuModuleUnload", 2000, (void *)fk_module_unload },
+    /* branch gdr: CUDA IPC handles, device-to-device copies */
+    { "cuIpcGetMemHandle", 4010, (void *)fk_ipc_get },
+    { "cuIpcOpenMemHandle", 11000, (void *)fk_ipc_open },    /* _v2 */
+    { "cuIpcCloseMemHandle", 4010, (void *)fk_ipc_close },
+    { "cuMemcpyDtoD", 3020, (void *)fk_dtod },               /* _v2 */
 };
 
 EXPORT int cuGetProcAddress_v2(const char *sym, void **pfn, int version,

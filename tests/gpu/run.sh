@@ -13,9 +13,13 @@
 #    collective, DDP with device gradients, the kernel program on 2 and 4
 #    processes; gx's CUDA reduction kernels (every op x dtype against the
 #    CPU, their bandwidth, collectives with GX_GPU_REDUCE=gpu and =cpu);
+#    CUDA IPC between two processes, the chunked staging pipeline
+#    (GX_GPU_CHUNK), GX_GDR over tcp (auto stages, on refuses: GPUDirect
+#    into a NIC needs an RDMA NIC, which this machine lacks);
 # 3. benchmarks device-buffer all-reduce (gx-perf --device, 1 MiB..256 MiB)
 #    on 2 and 4 processes against torch.distributed + Gloo on CUDA tensors
-#    when python3 has torch with CUDA;
+#    when python3 has torch with CUDA, and gx with GX_GPU_CHUNK=0 (no
+#    pipeline) for comparison;
 # 4. NCCL for one-node device collectives against a real libnccl
 #    (GX_NCCL_LIB, else PyTorch's bundled one, else libnccl.so.2):
 #    gx-info's NCCL line, every collective and nccl_check on 1 process with
@@ -106,6 +110,19 @@ run "matrix --device both, 2 nodes x4" gxrun -n 4 sh -c \
     "GX_NODE_ID=node\$((GX_RANK * 2 / GX_SIZE)) exec $bin/coll_check matrix --device both"
 run "nonblocking x2" gxrun -n 2 "$bin/gpu_calls_check" nonblocking
 for n in 2 4; do run "ddp, device gradients x$n" gxrun -n $n "$bin/gpu_calls_check" ddp; done
+# branch gdr: CUDA IPC between two processes; the chunked staging pipeline
+# (the fake's copy-size hook is absent here: the engine's own counts are
+# checked); GX_GDR over tcp (no RDMA NIC here: auto stages, on refuses).
+run "cuda ipc, 2 processes" "$bin/gpu_ipc_test"
+for c in 65536 1048576; do
+    run "pipeline GX_GPU_CHUNK=$c x2" gxrun -n 2 env GX_PROVIDER=tcp "$bin/gpu_pipe_check" $c
+done
+run "pipeline mixed host/device x4" gxrun -n 4 env GX_PROVIDER=tcp "$bin/gpu_pipe_check" 1048576 mixed
+run "pipeline 2 nodes x4" gxrun -n 4 sh -c \
+    "GX_NODE_ID=node\$((GX_RANK * 2 / GX_SIZE)) exec $bin/gpu_pipe_check 1048576"
+run "GX_GDR=auto over tcp x2" gxrun -n 2 env GX_GDR=auto GX_PROVIDER=tcp "$bin/gpu_gdr_check" move staged
+run "GX_GDR=on over tcp refused x2" gxrun -n 2 env GX_GDR=on GX_PROVIDER=tcp "$bin/gpu_gdr_check" \
+    refuse "through the tcp provider"
 for c in all_reduce broadcast reduce all_gather reduce_scatter gather scatter alltoall; do
     run "gx-perf $c --device x2" gxrun -n 2 "$bin/gx-perf" $c --device -b 8 -e 16M -f 16 -c 1
 done
@@ -185,6 +202,9 @@ for n in 2 4; do
     gxrun -n $n "$bin/gx-perf" all_reduce --device -b 1M -e 256M -f 4 -n 20 -w 5 -c 1 --csv \
         > "$gx_csv" || failed=1
     cat "$gx_csv"
+    echo "### the same with GX_GPU_CHUNK=0 (one whole copy in and back: no pipeline; CSV)"
+    GX_GPU_CHUNK=0 gxrun -n $n "$bin/gx-perf" all_reduce --device -b 1M -e 256M -f 4 -n 20 -w 5 \
+        -c 1 --csv || failed=1
     [ $have_torch = 1 ] || continue
     echo "### torch.distributed gloo, CUDA tensors, $n processes (CSV)"
     "$py" "$src/perf/gloo_allreduce_bench.py" --cuda --nproc $n -b 1M -e 256M -f 4 -n 20 \
