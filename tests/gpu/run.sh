@@ -12,6 +12,7 @@
 #    "nodes", point-to-point and request forms, gx-perf --device for every
 #    collective, DDP with device gradients, the kernel program on 2 and 4
 #    processes;
+#    the torch backend "gx" on CUDA tensors against NCCL (torch_cuda_check.py);
 # 3. benchmarks device-buffer all-reduce (gx-perf --device, 1 MiB..256 MiB)
 #    on 2 and 4 processes against torch.distributed + Gloo on CUDA tensors
 #    when python3 has torch with CUDA;
@@ -103,6 +104,12 @@ done
 if [ -n "$kernel" ]; then
     for n in 2 4; do run "kernels + allreduce_stream x$n" gxrun -n $n "$kernel" 4194304 20; done
 fi
+
+# branch plugs: the torch backend "gx" on CUDA tensors (stream forms) vs NCCL
+echo "## torch.distributed backend gx, CUDA tensors"
+run "torch backend gx, CUDA tensors x2" env PYTHONPATH="$src/python" \
+    GX_LIBRARY="$build/lib/libgx.so" "$(command -v python3 || echo python3)" \
+    "$here/torch_cuda_check.py" --nproc 2
 
 echo "## benchmark: device-buffer all-reduce, float sum, busbw in GB/s"
 py=$(command -v python3 || true)
