@@ -93,7 +93,10 @@ typedef struct gx_cu_event_st *gx_cu_event; /* CUevent */
                      unsigned long long flags))                                                   \
     X(launch_host_func, "cuLaunchHostFunc", 10000, false, gx_cu_result,                          \
       (gx_cu_stream s, void (*fn)(void *), void *arg))                                            \
-    X(get_error_name, "cuGetErrorName", 6000, false, gx_cu_result, (gx_cu_result r, const char **s))
+    X(get_error_name, "cuGetErrorName", 6000, false, gx_cu_result, (gx_cu_result r, const char **s)) \
+    /* branch plugs: DDP's device buckets (gpu_stream_copy.c) */                                  \
+    X(memcpy_dtod_async, "cuMemcpyDtoDAsync", 3020, false, gx_cu_result,                          \
+      (gx_cu_deviceptr dst, gx_cu_deviceptr src, size_t bytes, gx_cu_stream s))
 
 struct gx_cu {
 #define GX_CU_FIELD(field, name, ver, req, ret, args) ret(*field) args;

@@ -93,5 +93,6 @@ int fk_dtoh(void *dst, dptr src, size_t len);
 int fk_htod(dptr dst, const void *src, size_t len);
 int fk_dtoh_async(void *dst, dptr src, size_t len, struct fstream *s);
 int fk_htod_async(dptr dst, const void *src, size_t len, struct fstream *s);
+int fk_dtod_async(dptr dst, dptr src, size_t len, struct fstream *s); /* branch plugs */
 
 #endif

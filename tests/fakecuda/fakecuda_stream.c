@@ -155,6 +155,8 @@ static const struct { const char *name; int min_version; void *fn; } procs[] = {
     { "cuMemGetHandleForAddressRange", 11070, (void *)fk_dmabuf },
     { "cuLaunchHostFunc", 10000, (void *)fk_launch_host_func },
     { "cuGetErrorName", 6000, (void *)fk_error_name },
+    /* branch plugs: DDP's device buckets */
+    { "cuMemcpyDtoDAsync", 3020, (void *)fk_dtod_async },    /* _v2 */
 };
 
 EXPORT int cuGetProcAddress_v2(const char *sym, void **pfn, int version,
