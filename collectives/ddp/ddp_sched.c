@@ -497,6 +497,13 @@ GX_API int gx_ddp_finish(struct gx_ddp *ddp, int timeout_ms)
     struct gx_request *agree = NULL;
     pthread_mutex_lock(&ddp->gx_lock);
     launch_ready(ddp); /* every bucket is complete now */
+    /* Device buckets: their all-reduces (and copies back) are queued on the
+     * stream, gated until the stream reaches them; wait for the stream
+     * before issuing the exchange, so no collective of this rank overtakes
+     * them (peers would see the exchange against a bucket all-reduce). */
+    int sync_rc = ddp_dev_sync(ddp);
+    if (sync_rc != GX_OK)
+        note_iter_error(ddp, sync_rc, gx_last_error());
     pthread_mutex_lock(&ddp->lock);
     memset(mine, 0, sizeof(*mine));
     mine->status = ddp->iter_status;
@@ -511,9 +518,6 @@ GX_API int gx_ddp_finish(struct gx_ddp *ddp, int timeout_ms)
         agree = NULL;
     }
 
-    /* Device buckets: their all-reduces and copies back are queued on the
-     * stream; wait for it first (the exchange may queue behind them). */
-    int sync_rc = ddp_dev_sync(ddp);
     int wait_rc = wait_communication(ddp, agree, comm_deadline, timeout);
     if (ddp->broken) {
         ddp->agree_inflight = agree; /* freed (after a wait) by destroy */

@@ -30,6 +30,10 @@ class TorchCuda:
         """Make the current stream on `device` wait for `event` (no host block)."""
         torch.cuda.current_stream(device).wait_event(event)
 
+    def sync_stream(self, stream):
+        """Block until `stream` has run what is queued on it."""
+        stream.synchronize()
+
     def synchronize(self, device):
         """Block until the current stream on `device` has run what is queued."""
         torch.cuda.current_stream(device).synchronize()

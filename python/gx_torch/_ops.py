@@ -109,6 +109,11 @@ class CollectiveIssuer:
         self.rank, self.size, self._group = rank, size, group
         self._ops = _reduce_ops()
         self._dtypes = _reduce_dtypes()
+        # Streams with stream-form calls queued since the last request form:
+        # gx runs a stream-form call when its stream reaches it, so a request
+        # form issued before that could overtake it on this rank (and meet
+        # the peers' stream-form call): wait for those streams first.
+        self._streams = {}
 
     # -- helpers ----------------------------------------------------------------
     def _op(self, what):
@@ -129,8 +134,16 @@ class CollectiveIssuer:
         if rc != 0:
             raise op.error(f"{fn}: {gx.last_error_text(self._lib, rc)}")
         op.streamed = True
+        self._streams[op.stream.cuda_stream] = op.stream
+
+    def _drain_streams(self):
+        for stream in self._streams.values():
+            _cuda.hooks.sync_stream(stream)
+        self._streams = {}
 
     def _call(self, op, fn, *args):
+        if self._streams:
+            self._drain_streams()
         if op.device is not None and not op.synced:
             # gx's request forms copy device memory when they start: the
             # work queued on the current stream must have produced it
@@ -412,6 +425,8 @@ class CollectiveIssuer:
 
     def barrier(self):
         op = self._op("barrier")
+        if self._streams:
+            self._drain_streams()
         req = ctypes.c_void_p()
         rc = self._lib.gx_ibarrier(self._comm, ctypes.byref(req))
         if rc != 0:

@@ -13,6 +13,7 @@
 #    collective, DDP with device gradients, the kernel program on 2 and 4
 #    processes;
 #    the torch backend "gx" on CUDA tensors against NCCL (torch_cuda_check.py);
+#    DDP with device buckets (gpu_ddp_device_check) and examples/ddp_mlp_cuda;
 # 3. benchmarks device-buffer all-reduce (gx-perf --device, 1 MiB..256 MiB)
 #    on 2 and 4 processes against torch.distributed + Gloo on CUDA tensors
 #    when python3 has torch with CUDA;
@@ -98,6 +99,12 @@ run "matrix --device both, 2 nodes x4" gxrun -n 4 sh -c \
     "GX_NODE_ID=node\$((GX_RANK * 2 / GX_SIZE)) exec $bin/coll_check matrix --device both"
 run "nonblocking x2" gxrun -n 2 "$bin/gpu_calls_check" nonblocking
 for n in 2 4; do run "ddp, device gradients x$n" gxrun -n $n "$bin/gpu_calls_check" ddp; done
+# branch plugs: DDP with gradient buckets in device memory, and the MLP
+# example's CUDA variant (its weights must equal the single-process run)
+for n in 2 4; do
+    run "ddp, device buckets x$n" gxrun -n $n "$bin/gpu_ddp_device_check" auto
+    [ -x "$bin/ddp_mlp_cuda" ] && run "ddp_mlp_cuda x$n" gxrun -n $n "$bin/ddp_mlp_cuda" --quiet
+done
 for c in all_reduce broadcast reduce all_gather reduce_scatter gather scatter alltoall; do
     run "gx-perf $c --device x2" gxrun -n 2 "$bin/gx-perf" $c --device -b 8 -e 16M -f 16 -c 1
 done

@@ -90,6 +90,9 @@ class Hooks:
     def synchronize(self, device):
         self.log.append(("synchronize", device))
 
+    def sync_stream(self, stream):
+        self.log.append(("sync_stream", stream.cuda_stream))
+
     def future(self, device):
         self.log.append(("future", device))
         return torch.futures.Future()
@@ -224,6 +227,22 @@ lib, iss = issuer()
 iss.alltoall_base(dev(torch.zeros(4)), dev(torch.zeros(4)), [1, 3], [3, 1])
 check(h.names() == ["synchronize"] and [c[0] for c in lib.calls] ==
       ["gx_irecv", "gx_irecv", "gx_isend", "gx_isend"], f"uneven all_to_all: {h.log}")
+
+# -- a request form after stream forms waits for their streams first -----------------
+h = fresh_hooks()
+lib, iss = issuer()
+iss.allreduce([dev(torch.ones(4))], dist.ReduceOp.SUM)
+iss.broadcast([dev(torch.ones(4))], 0)
+n = len(h.log)
+iss.barrier()
+check(h.log[n:] == [("sync_stream", STREAM)], f"barrier after stream calls: {h.log[n:]}")
+n = len(h.log)
+iss.allreduce([torch.ones(2)], dist.ReduceOp.SUM)  # CPU: nothing left to wait for
+check(h.log[n:] == [], f"second request form: {h.log[n:]}")
+iss.allreduce([dev(torch.ones(4))], dist.ReduceOp.SUM)
+n = len(h.log)
+iss.allreduce([torch.ones(2)], dist.ReduceOp.SUM)
+check(h.log[n:] == [("sync_stream", STREAM)], f"CPU call after a stream call: {h.log[n:]}")
 
 # -- non-contiguous output: gx gets the copy, copied back after the call -------------
 h = fresh_hooks()
