@@ -19,7 +19,8 @@
  * itself; `next_launch` only advances under both. Order: gx_lock, then lock.
  *
  * Room ddp/: a client of the collectives. It uses the public API (gx/gx.h)
- * and comm/comm_view.h only, never the engine or the transport.
+ * and comm/comm_view.h only, never the engine or the transport; ddp_device.c
+ * also gpudirect/ (memory type, stream-ordered copies of device buckets).
  */
 #ifndef GX_DDP_INTERNAL_H
 #define GX_DDP_INTERNAL_H
