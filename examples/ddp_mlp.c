@@ -24,6 +24,14 @@
  * gradients are still being computed. Averaging the N shard means gives the
  * mean over the whole batch, so the replicas follow the single-process run.
  *
+ * Built as ddp_mlp_cuda (GX_MLP_CUDA, when the CUDA toolkit is there): the
+ * gradients live in CUDA device memory (gx_device_alloc; the arithmetic
+ * stays on the host and each layer's gradient is uploaded before
+ * gx_ddp_grad_ready), the scheduler keeps its buckets in device memory
+ * (device_buckets = 1) and all-reduces them on the stream; after
+ * gx_ddp_finish the averaged gradients are read back for the SGD step.
+ * No --view or --hook there (both would touch the buckets with the CPU).
+ *
  * At the end every rank repeats the training alone on the whole batch and
  * compares weights; see REL_TOL for why they may differ at all. Exit status
  * 0 when they agree (or the check is off with a compression hook), 1 if not.
@@ -152,6 +160,7 @@ struct ddp_ctx {
     struct gx_ddp *ddp; /* NULL: single-process reference */
     int view;
     int rc;
+    void **dev;         /* GX_MLP_CUDA: the gradients' device copies */
 };
 
 /* Gradient buffers for one step: the scheduler's bucket slots with --view,
@@ -165,7 +174,17 @@ static void ready(struct ddp_ctx *c, float *g, int i)
 {
     if (!c->ddp || c->rc != GX_OK)
         return;
-    int rc = gx_ddp_grad_ready(c->ddp, (size_t)i, c->view ? NULL : g);
+    void *grad = c->view ? NULL : g;
+    if (c->dev) { /* the gradient lives in device memory: upload what the host computed */
+        int up = gx_device_copy(c->dev[i], g, param_count[i] * sizeof(float));
+        if (up != GX_OK) {
+            fprintf(stderr, "upload of %s: %s\n", param_name[i], gx_last_error());
+            c->rc = up;
+            return;
+        }
+        grad = c->dev[i];
+    }
+    int rc = gx_ddp_grad_ready(c->ddp, (size_t)i, grad);
     if (rc != GX_OK) {
         fprintf(stderr, "gx_ddp_grad_ready(%s): %s\n", param_name[i], gx_last_error());
         c->rc = rc;
@@ -370,8 +389,26 @@ int main(int argc, char **argv)
     cfg.bucket_cap_bytes = 16 << 10; /* small model: small buckets, so several */
     cfg.first_bucket_bytes = 2 << 10; /* fc3 alone: it goes out first */
     cfg.gradient_as_bucket_view = view;
+    void *dgrad[NPARAMS] = { 0 };
+    int rc = GX_OK;
+#ifdef GX_MLP_CUDA
+    if (view || hook) {
+        fprintf(stderr, "ddp_mlp_cuda: --view and --hook need host buckets; use ddp_mlp\n");
+        return 2;
+    }
+    cfg.device_buckets = 1; /* buckets and their all-reduces on the device */
+    for (int i = 0; i < NPARAMS && rc == GX_OK; i++)
+        rc = gx_device_alloc(&dgrad[i], param_count[i] * sizeof(float));
+    if (rc != GX_OK) {
+        fprintf(stderr, "ddp_mlp_cuda: device gradients: %s\n", gx_last_error());
+        return rc == GX_EUNSUPPORTED ? 77 : 1;
+    }
+    if (rank == 0 && !quiet)
+        printf("gradients and buckets in CUDA device memory (%d GPU(s))\n", gx_device_count());
+#endif
     struct gx_ddp *ddp;
-    int rc = gx_ddp_create(comm, params, NPARAMS, &cfg, &ddp);
+    if (rc == GX_OK)
+        rc = gx_ddp_create(comm, params, NPARAMS, &cfg, &ddp);
     if (rc == GX_OK && hook)
         rc = gx_ddp_set_comm_hook(ddp, !strcmp(hook, "bf16") ? gx_ddp_bf16_compress_hook()
                                                              : gx_ddp_fp16_compress_hook(), NULL);
@@ -394,7 +431,7 @@ int main(int argc, char **argv)
         return 1;
     }
 
-    struct ddp_ctx ctx = { ddp, view, GX_OK };
+    struct ddp_ctx ctx = { ddp, view, GX_OK, dgrad[0] ? dgrad : NULL };
     const char *restarts = getenv("GX_RESTART_COUNT");
     bool first_run = !restarts || atoi(restarts) == 0;
     for (int e = start_epoch; e < epochs; e++) {
@@ -408,8 +445,14 @@ int main(int argc, char **argv)
                 return 1;
             }
             float *g[NPARAMS];
-            for (int i = 0; i < NPARAMS; i++)
+            for (int i = 0; i < NPARAMS; i++) {
                 g[i] = view ? gx_ddp_grad_buffer(ddp, (size_t)i) : grad[i];
+                if (ctx.dev && gx_device_copy(grad[i], dgrad[i], param_count[i] * sizeof(float)) !=
+                                   GX_OK) { /* the averaged gradient, back for the host SGD */
+                    fprintf(stderr, "ddp_mlp rank %d: download: %s\n", rank, gx_last_error());
+                    return 1;
+                }
+            }
             sgd(&net, g);
         }
         /* The program's own communication, between iterations. */
@@ -448,7 +491,7 @@ int main(int argc, char **argv)
     struct mlp ref;
     mlp_alloc(&ref);
     mlp_init(&ref, 1000); /* rank 0's initial values */
-    struct ddp_ctx none = { NULL, 0, GX_OK };
+    struct ddp_ctx none = { NULL, 0, GX_OK, NULL };
     for (int e = 0; e < epochs; e++)
         for (int s = 0; s < steps_per_epoch; s++) {
             train_step(&ref, &ds, (size_t)s * GLOBAL_BATCH, GLOBAL_BATCH, grad, &none);
@@ -479,6 +522,8 @@ int main(int argc, char **argv)
         free(net.p[i]);
         free(ref.p[i]);
         free(grad[i]);
+        if (dgrad[i])
+            gx_device_free(dgrad[i]);
     }
     free(ds.x);
     free(ds.label);

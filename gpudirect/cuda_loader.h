@@ -116,7 +116,10 @@ typedef struct { unsigned char data[64]; } gx_cu_ipc_mem_handle; /* CUipcMemHand
     X(ipc_close_mem_handle, "cuIpcCloseMemHandle", 4010, false, gx_cu_result,                  \
       (gx_cu_deviceptr p))                                                                      \
     X(memcpy_dtod, "cuMemcpyDtoD", 3020, false, gx_cu_result,                                  \
-      (gx_cu_deviceptr dst, gx_cu_deviceptr src, size_t bytes))
+      (gx_cu_deviceptr dst, gx_cu_deviceptr src, size_t bytes)) \
+    /* branch plugs: DDP's device buckets (gpu_stream_copy.c) */                                  \
+    X(memcpy_dtod_async, "cuMemcpyDtoDAsync", 3020, false, gx_cu_result,                          \
+      (gx_cu_deviceptr dst, gx_cu_deviceptr src, size_t bytes, gx_cu_stream s))
 
 struct gx_cu {
 #define GX_CU_FIELD(field, name, ver, req, ret, args) ret(*field) args;

@@ -253,6 +253,8 @@ GX_API int gx_ddp_create(struct gx_comm *comm, const struct gx_ddp_param *params
         local_rc = resolve_config(ddp, config);
     if (local_rc == GX_OK)
         local_rc = copy_params(ddp, params, num_params);
+    if (local_rc == GX_OK)
+        local_rc = ddp_dev_decide(ddp); /* host or device buckets */
     if (local_rc != GX_OK)
         ddp->nparams = 0;
     rc = check_across_ranks(ddp, local_rc);
@@ -410,6 +412,11 @@ GX_API int gx_ddp_set_comm_hook(struct gx_ddp *ddp, const struct gx_ddp_comm_hoo
                            "function", h.name ? h.name : "?");
         if (!h.name)
             h.name = "unnamed";
+        if (ddp->dev)
+            return gx_fail(GX_EUNSUPPORTED, GX_SUB_DDP, "gx_ddp_set_comm_hook: ddp '%s' keeps "
+                           "its buckets in CUDA device memory; comm hook '%s' would read them "
+                           "with the CPU (use device_buckets = -1 for hooks)", ddp->name,
+                           h.name);
     }
     pthread_mutex_lock(&ddp->gx_lock);
     for (size_t k = 0; k < ddp->nbuckets; k++)

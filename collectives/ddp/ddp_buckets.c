@@ -133,7 +133,7 @@ static void free_buckets(struct gx_ddp *ddp, struct ddp_bucket *buckets, size_t 
 {
     for (size_t b = 0; b < n; b++) {
         ddp_bucket_release_hook_data(ddp, &buckets[b]);
-        free(buckets[b].pub.data);
+        ddp_mem_free(ddp, buckets[b].pub.data);
         free(buckets[b].params);
     }
     free(buckets);
@@ -185,15 +185,15 @@ int ddp_layout_build(struct gx_ddp *ddp, const size_t *order)
             bytes += ddp->params[p].bytes;
             count += ddp->params[p].count;
         }
-        /* Cache-line aligned and zeroed: unused gradients read as zero. */
+        /* Cache-line aligned and zeroed: unused gradients read as zero. Host
+         * or CUDA device memory (ddp_device.c). */
         size_t alloc = (bytes + 63) / 64 * 64 + 64;
-        b->pub.data = aligned_alloc(64, alloc);
-        if (!b->pub.data) {
-            rc = gx_fail(GX_ENOMEM, GX_SUB_DDP, "ddp '%s': cannot allocate a %zu-byte bucket",
-                         ddp->name, bytes);
+        rc = ddp_mem_alloc(ddp, alloc, &b->pub.data);
+        if (rc != GX_OK) {
+            rc = gx_fail(rc, GX_SUB_DDP, "ddp '%s': cannot allocate a %zu-byte %s bucket: %s",
+                         ddp->name, bytes, ddp->dev ? "device" : "host", DDP_PREV_ERROR);
             goto err_free;
         }
-        memset(b->pub.data, 0, alloc);
         b->bytes = bytes;
         b->pub.size = sizeof(b->pub);
         b->pub.index = (int)k;
@@ -210,9 +210,14 @@ int ddp_layout_build(struct gx_ddp *ddp, const size_t *order)
     pthread_mutex_lock(&ddp->lock);
     for (size_t p = 0; p < n; p++) {
         struct ddp_param *pp = &ddp->params[p];
-        if (ddp->buckets)
-            memcpy((char *)nb[bucket[p]].pub.data + offset[p],
-                   (char *)ddp->buckets[pp->bucket].pub.data + pp->offset, pp->bytes);
+        char *to = (char *)nb[bucket[p]].pub.data + offset[p];
+        const char *from = ddp->buckets ? (char *)ddp->buckets[pp->bucket].pub.data + pp->offset
+                                        : NULL;
+        if (from && ddp->dev && ddp_grad_copy(ddp, to, from, pp->bytes) != GX_OK)
+            GX_WARN(GX_SUB_DDP, "ddp '%s': carrying parameter %zu over to the new buckets: %s",
+                    ddp->name, p, gx_last_error()); /* queued before the old ones are freed */
+        else if (from && !ddp->dev)
+            memcpy(to, from, pp->bytes);
         pp->bucket = bucket[p];
         pp->offset = offset[p];
     }

@@ -32,6 +32,8 @@ uint32_t ddp_hash_name(const char *name)
 
 static int plain_start(struct gx_ddp *ddp, struct ddp_bucket *b)
 {
+    if (ddp->dev)
+        return ddp_dev_allreduce(ddp, b); /* queued on the stream: no request */
     return gx_iallreduce(ddp->comm, b->pub.data, b->pub.data, b->pub.count, b->pub.dtype,
                          b->pub.op, &b->req);
 }

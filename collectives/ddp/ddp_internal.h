@@ -9,6 +9,8 @@
  *                  and its cross-rank agreement
  *   ddp_hooks.c    the plain all-reduce and the fp16 / bf16 compression hooks
  *   ddp_stats.c    timing of communication and overlap, gx_ddp_get_stats
+ *   ddp_device.c   bucket memory (host, or CUDA device memory with stream-
+ *                  ordered copies and all-reduces), gradient copies
  *
  * Locks: `lock` guards the iteration state (parameter and bucket flags,
  * counters, statistics) and is never held across a gx call. `gx_lock`
@@ -17,7 +19,8 @@
  * itself; `next_launch` only advances under both. Order: gx_lock, then lock.
  *
  * Room ddp/: a client of the collectives. It uses the public API (gx/gx.h)
- * and comm/comm_view.h only, never the engine or the transport.
+ * and comm/comm_view.h only, never the engine or the transport; ddp_device.c
+ * also gpudirect/ (memory type, stream-ordered copies of device buckets).
  */
 #ifndef GX_DDP_INTERNAL_H
 #define GX_DDP_INTERNAL_H
@@ -138,6 +141,10 @@ struct gx_ddp {
 
     struct ddp_timing t;
     struct gx_ddp_stats stats;
+
+    /* device buckets (ddp_device.c) */
+    bool dev;                   /* buckets are CUDA device memory */
+    void *stream;               /* where their copies and all-reduces are queued */
 };
 
 /* The last error's text as an argument of gx_fail(), which formats into the
@@ -183,6 +190,21 @@ int ddp_bucket_start(struct gx_ddp *ddp, struct ddp_bucket *b);
 int ddp_bucket_complete(struct gx_ddp *ddp, struct ddp_bucket *b);
 void ddp_bucket_release_hook_data(struct gx_ddp *ddp, struct ddp_bucket *b);
 uint32_t ddp_hash_name(const char *name);
+
+/* ddp_device.c */
+/** Device or host buckets, from gx_ddp_config.device_buckets (create). */
+int ddp_dev_decide(struct gx_ddp *ddp);
+/** A zeroed bucket of `bytes` in the buckets' memory. */
+int ddp_mem_alloc(struct gx_ddp *ddp, size_t bytes, void **out);
+void ddp_mem_free(struct gx_ddp *ddp, void *p);
+/** Copy gradient bytes into / out of / between buckets (stream-ordered for
+ *  device buckets; gx_device_copy for host ones). */
+int ddp_grad_copy(struct gx_ddp *ddp, void *dst, const void *src, size_t len);
+int ddp_mem_zero(struct gx_ddp *ddp, void *dst, size_t len);
+/** Device buckets: the plain all-reduce, queued on the stream. */
+int ddp_dev_allreduce(struct gx_ddp *ddp, struct ddp_bucket *b);
+/** Device buckets: wait for the stream, then check the comm's async error. */
+int ddp_dev_sync(struct gx_ddp *ddp);
 
 /* ddp_stats.c (all under ddp->lock) */
 void ddp_stats_launch(struct gx_ddp *ddp, uint64_t now);

@@ -99,8 +99,8 @@ static void bucket_finished(struct gx_ddp *ddp, struct ddp_bucket *b, int status
         for (size_t j = 0; rc == GX_OK && !ddp->cfg.gradient_as_bucket_view &&
                            j < b->pub.num_params; j++) {
             struct ddp_param *p = &ddp->params[b->params[j]];
-            if (p->user_grad) /* gx_device_copy: the gradient may be CUDA memory */
-                rc = gx_device_copy(p->user_grad, slot_of(ddp, p), p->bytes);
+            if (p->user_grad) /* the gradient may be CUDA memory (ddp_device.c) */
+                rc = ddp_grad_copy(ddp, p->user_grad, slot_of(ddp, p), p->bytes);
         }
         if (rc != GX_OK)
             note_iter_error(ddp, rc, gx_last_error());
@@ -300,7 +300,7 @@ GX_API int gx_ddp_grad_ready(struct gx_ddp *ddp, size_t param, void *grad)
     if (!ddp->cfg.gradient_as_bucket_view) {
         p->user_grad = grad;
         if (!ddp->no_sync && grad != slot) {
-            int rc = gx_device_copy(slot, grad, p->bytes); /* grad may be CUDA memory */
+            int rc = ddp_grad_copy(ddp, slot, grad, p->bytes); /* grad may be CUDA memory */
             if (rc != GX_OK)
                 return iter_fail(ddp, rc, "gx_ddp_grad_ready: parameter %zu '%s' on rank %d: "
                                  "copying the gradient failed: %s", param, p->name, ddp->rank,
@@ -346,8 +346,8 @@ static void claim_missing(struct gx_ddp *ddp, int timeout_ms)
         int expected = DDP_PENDING;
         if (!atomic_compare_exchange_strong(&p->state, &expected, DDP_UNUSED))
             continue;
-        if (!ddp->no_sync)
-            memset(slot_of(ddp, p), 0, p->bytes);
+        if (!ddp->no_sync && ddp_mem_zero(ddp, slot_of(ddp, p), p->bytes) != GX_OK)
+            note_iter_error(ddp, GX_ESYSTEM, gx_last_error());
         pthread_mutex_lock(&ddp->lock);
         param_in_locked(ddp, i, false, gx_now_ns());
         bool report = ddp->cfg.find_unused_parameters && !p->reported_unused;
@@ -497,6 +497,13 @@ GX_API int gx_ddp_finish(struct gx_ddp *ddp, int timeout_ms)
     struct gx_request *agree = NULL;
     pthread_mutex_lock(&ddp->gx_lock);
     launch_ready(ddp); /* every bucket is complete now */
+    /* Device buckets: their all-reduces (and copies back) are queued on the
+     * stream, gated until the stream reaches them; wait for the stream
+     * before issuing the exchange, so no collective of this rank overtakes
+     * them (peers would see the exchange against a bucket all-reduce). */
+    int sync_rc = ddp_dev_sync(ddp);
+    if (sync_rc != GX_OK)
+        note_iter_error(ddp, sync_rc, gx_last_error());
     pthread_mutex_lock(&ddp->lock);
     memset(mine, 0, sizeof(*mine));
     mine->status = ddp->iter_status;
@@ -521,6 +528,8 @@ GX_API int gx_ddp_finish(struct gx_ddp *ddp, int timeout_ms)
         rc = wait_rc;
     if (rc == GX_OK)
         rc = check_agreement(ddp, all);
+    if (rc == GX_OK)
+        rc = sync_rc;
 
     pthread_mutex_lock(&ddp->lock);
     ddp_stats_iteration_end(ddp, gx_now_ns(), rc == GX_OK);

@@ -252,6 +252,7 @@ struct verbs_txop {
     uint64_t peer_len;  /* TRUNC: the receive the peer posted */
     struct gx_fab_rcache_entry *rce;
     bool flush_target;  /* write_imm: the target's owner flushes after it */
+    bool device;        /* source is device memory: never IBV_SEND_INLINE (the CPU would copy it) */
 };
 
 enum verbs_flush_state { FLUSH_NONE = 0, FLUSH_POSTED = 1, FLUSH_DONE = 2 };

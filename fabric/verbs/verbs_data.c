@@ -167,13 +167,13 @@ static inline uint32_t nwrites(uint64_t len)
  * last one carries `imm` and is signaled for `op` when imm is given. */
 static int write_span(struct verbs_ep *ep, struct verbs_qp *q, const char *src, uint64_t len,
                       uint32_t lkey, uint64_t raddr, uint32_t rkey, const uint32_t *imm,
-                      uint64_t op)
+                      uint64_t op, bool inline_ok)
 {
     for (uint64_t off = 0; off < len; off += MAX_WR_BYTES) {
         uint64_t n = len - off < MAX_WR_BYTES ? len - off : MAX_WR_BYTES;
         bool last = off + n == len;
         int rc = post_write(ep, q, src + off, n, lkey, raddr + off, rkey, last ? imm : NULL,
-                            last && imm ? op : NO_OP, true);
+                            last && imm ? op : NO_OP, inline_ok);
         if (rc != GX_OK)
             return rc;
     }
@@ -230,11 +230,11 @@ static void issue_tx(struct verbs_ep *ep)
             if (!cl[s])
                 continue;
             if (write_span(ep, &ep->qps[s], op->buf + off[s], cl[s], op->lkey, dst + off[s],
-                           rkey, &seq32, k) != GX_OK)
+                           rkey, &seq32, k, !op->device) != GX_OK)
                 return;
         }
         if (cl[0] && write_span(ep, &ep->qps[0], op->buf, cl[0], op->lkey, dst, rkey, NULL,
-                                NO_OP) != GX_OK)
+                                NO_OP, !op->device) != GX_OK)
             return;
         struct gx_verbs_fin *f = &ep->fin_out[i];
         f->len = op->len;
@@ -437,6 +437,7 @@ static int post_tx(struct verbs_ep *ep, uint8_t fab_op, const void *buf, size_t 
     op->pending = 0;
     op->trunc = false;
     op->flush_target = flush_target;
+    op->device = mr && mr->type == GX_FAB_MEM_CUDA;
     ep->tx_post++;
     issue_tx(ep);
     return GX_OK;

@@ -95,9 +95,26 @@ struct gx_ddp_config {
     int rebuild_buckets;        /**< 1 (default): rebuild once after the first
                                      iteration from the observed order */
     const char *name;           /**< label in log lines; NULL = "ddp" */
+    int device_buckets;         /**< where the buckets live: 0 (default) = in CUDA
+                                     device memory when a parameter's data
+                                     (gx_ddp_param.data) is device memory, else
+                                     host memory; 1 = device memory (allocated in
+                                     the calling thread's CUDA context); -1 = host */
+    void *stream;               /**< device buckets: the CUDA stream (CUstream /
+                                     cudaStream_t; NULL = the legacy default
+                                     stream) on which gradients are copied into
+                                     the buckets, each bucket's all-reduce runs
+                                     (gx_allreduce_stream, queued the moment the
+                                     bucket is complete) and the results are
+                                     copied back. A gradient handed to
+                                     gx_ddp_grad_ready must be complete in this
+                                     stream's order (written by work queued on
+                                     it, or already finished); gx_ddp_finish
+                                     waits for the stream. No comm hooks. */
 };
 
-#define GX_DDP_CONFIG_INIT { sizeof(struct gx_ddp_config), 0, 0, GX_AVG, 0, 0, 1, NULL }
+#define GX_DDP_CONFIG_INIT \
+    { sizeof(struct gx_ddp_config), 0, 0, GX_AVG, 0, 0, 1, NULL, 0, NULL }
 
 /**
  * Create a scheduler for `num_params` parameters (registration order) on

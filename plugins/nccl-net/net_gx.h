@@ -46,6 +46,7 @@ struct gxn_props {            /* version-neutral device properties */
     int speed_mbps;
     int port;
     int max_comms;
+    int ptr_support;          /* NCCL_PTR_* bits (net_gx_gpu.c) */
 };
 
 struct gxn_dev {
@@ -55,6 +56,10 @@ struct gxn_dev {
     char *pci_path;
     int speed_mbps;
     int port;
+    /* GPUDirect RDMA verdict (net_gx_gpu.c), decided at first use */
+    bool gdr_decided;
+    int gdr;                  /* enum gx_gdr_method */
+    char gdr_why[400];
 };
 
 /* A fabric domain with its completion queue, shared by a listen comm and the
@@ -123,6 +128,7 @@ struct gxn_comm {
 struct gxn_mr {
     struct gx_fab_mr *mr;
     struct gxn_dom *fd;
+    bool cuda;                /* CUDA memory (net_gx_gpu.c) */
 };
 
 /* Device table and logging (net_gx_dev.c). */
@@ -158,5 +164,16 @@ gxn_result_t gxn_test(void *req, int *done, int *sizes);
 int gxn_post_cts_recvs_locked(struct gxn_comm *c);
 /** Poll the domain's cq once and hand completions to their ops (locked). */
 int gxn_progress_locked(struct gxn_dom *fd);
+
+/* CUDA memory (net_gx_gpu.c). */
+/** The GPUDirect RDMA method (enum gx_gdr_method) for `dev`, and why. */
+int gxn_dev_gdr(struct gxn_dev *dev, const char **why);
+/** getProperties' ptrSupport for `dev` (NCCL_PTR_* bits). */
+int gxn_dev_ptr_support(struct gxn_dev *dev);
+/** The GPU-to-NIC path class for the domain attribute (UNKNOWN off verbs). */
+enum gx_topo_path gxn_dev_gpu_path(const struct gxn_dev *dev);
+/** Register CUDA memory for regMr / regMrDmaBuf (`call` names which). */
+gxn_result_t gxn_reg_mr_cuda(struct gxn_comm *c, void *data, size_t size, const char *call,
+                             void **mh);
 
 #endif

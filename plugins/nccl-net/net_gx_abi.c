@@ -16,7 +16,7 @@ static void fill_v9(int dev, struct gxn_props_v9 *p, const struct gxn_props *g)
     p->name = g->name;
     p->pci_path = g->pci_path;
     p->guid = g->guid;
-    p->ptr_support = GXN_PTR_HOST;
+    p->ptr_support = g->ptr_support; /* per device: net_gx_gpu.c */
     p->speed_mbps = g->speed_mbps;
     p->port = g->port;
     p->max_comms = g->max_comms;

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpudirect/gpudirect.h"
 #include "plugins/nccl-net/net_gx.h"
 
 #define GXN_HANDLE_MAGIC 0x67784e31u /* "gxN1" */
@@ -205,11 +206,11 @@ gxn_result_t gxn_reg_mr(void *comm, void *data, size_t size, int type, void **mh
 {
     struct gxn_comm *c = comm;
     *mh = NULL;
+    if (type == GXN_PTR_CUDA)
+        return gxn_reg_mr_cuda(c, data, size, "regMr", mh);
     if (type != GXN_PTR_HOST)
-        return gxn_fail(GX_EUNSUPPORTED, "regMr of %zu bytes at %p: memory type %d is not host "
-                        "memory; libnccl-net-gx.so registers host memory only so far (it "
-                        "reports ptrSupport NCCL_PTR_HOST, so NCCL stages GPU buffers through "
-                        "host memory)", size, data, type);
+        return gxn_fail(GX_EINVAL, "regMr of %zu bytes at %p: unknown memory type %d (NCCL "
+                        "passes NCCL_PTR_HOST or NCCL_PTR_CUDA)", size, data, type);
     struct gxn_mr *m = calloc(1, sizeof(*m));
     if (!m)
         return gxn_fail(GX_ENOMEM, "regMr of %zu bytes", size);
@@ -238,8 +239,18 @@ gxn_result_t gxn_reg_mr_dmabuf(void *comm, void *data, size_t size, int type, ui
     if (type == GXN_PTR_HOST)
         return gxn_reg_mr(comm, data, size, type, mh);
     *mh = NULL;
-    return gxn_fail(GX_EUNSUPPORTED, "regMrDmaBuf (fd %d, type %d): DMA-BUF registration is "
-                    "not supported by libnccl-net-gx.so yet", fd, type);
+    if (type != GXN_PTR_CUDA)
+        return gxn_fail(GX_EINVAL, "regMrDmaBuf of %zu bytes at %p (fd %d): unknown memory "
+                        "type %d", size, data, fd, type);
+    struct gxn_comm *c = comm;
+    if (gxn_dev_gdr(c->dev, NULL) != GX_GDR_DMABUF)
+        return gxn_fail(GX_EUNSUPPORTED, "regMrDmaBuf of %zu bytes at %p (fd %d): %s does not "
+                        "offer NCCL_PTR_DMABUF (%s)", size, data, fd, c->dev->name,
+                        c->dev->gdr_why);
+    /* The provider exports the same range again (cuMemGetHandleForAddressRange)
+     * when it registers by dmabuf; NCCL's fd and offset describe that range. */
+    (void)offset;
+    return gxn_reg_mr_cuda(c, data, size, "regMrDmaBuf", mh);
 }
 
 gxn_result_t gxn_dereg_mr(void *comm, void *mh)

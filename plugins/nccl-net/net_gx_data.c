@@ -190,8 +190,10 @@ gxn_result_t gxn_irecv(void *recv_comm, int n, void **data, const size_t *sizes,
 
 gxn_result_t gxn_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhs, void **req)
 {
-    /* Host memory only: what the provider completed is visible already. A
-     * NULL request tells NCCL there is nothing to wait for. */
+    /* Host memory: what the provider completed is visible already. CUDA
+     * memory: the verbs provider flushed each receive into it (one RDMA READ,
+     * verbs_flush.c) before completing it. A NULL request tells NCCL there is
+     * nothing to wait for. */
     *req = NULL;
     return GXN_NCCL_OK;
 }

@@ -249,6 +249,7 @@ gxn_result_t gxn_get_props(int dev, struct gxn_props *out)
     out->speed_mbps = d->speed_mbps;
     out->port = d->port;
     out->max_comms = 65536;
+    out->ptr_support = gxn_dev_ptr_support(d);
     return GXN_NCCL_OK;
 }
 
@@ -259,6 +260,7 @@ int gxn_dom_open(struct gxn_dev *d, struct gxn_dom **out)
         return GX_ENOMEM;
     struct gx_fab_domain_attr attr = GX_FAB_DOMAIN_ATTR_INIT;
     attr.device = d->fab_device[0] ? d->fab_device : NULL;
+    attr.gpu_path = gxn_dev_gpu_path(d); /* the GPUDirect verdict's path (net_gx_gpu.c) */
     /* Providers take the key as given; the bootstrap layer that reads
      * GX_JOB_KEY for libgx is not here, so read it (read at every open: a
      * forked rank may set its own). */

@@ -105,6 +105,13 @@ def _declare(lib):
         "gx_ialltoall": (I, coll + [PP]),
         "gx_isend": (I, [P, P, S, I, I, I, PP]),
         "gx_irecv": (I, [P, P, S, I, I, I, PP]),
+        # CUDA tensors: the stream forms (the stream is a cudaStream_t)
+        "gx_allreduce_stream": (I, coll + [I, P]),
+        "gx_broadcast_stream": (I, coll + [I, P]),
+        "gx_reduce_stream": (I, coll + [I, I, P]),
+        "gx_allgather_stream": (I, coll + [P]),
+        "gx_reduce_scatter_stream": (I, coll + [I, P]),
+        "gx_alltoall_stream": (I, coll + [P]),
         "gx_strerror": (ctypes.c_char_p, [I]),
         "gx_last_error": (ctypes.c_char_p, []),
         "gx_version": (ctypes.c_char_p, []),

@@ -6,6 +6,14 @@ copy-out steps to run once they did. Data that gx only moves (broadcast,
 gather, all-to-all, send/recv) travels as bytes, so every torch dtype works;
 reductions map the dtype to gx's (complex as pairs of reals for sum/avg, bool
 as uint8 for min/max) and fail with a TypeError naming what gx lacks.
+
+CUDA tensors (all tensors of one call on one device): all_reduce, broadcast,
+reduce, all_gather(+_into_tensor), reduce_scatter(+_tensor) and the even
+all_to_all_single take gx's stream forms on the caller's current stream
+(gx_allreduce_stream, ...; nothing blocks, the stream orders everything, as
+ProcessGroupNCCL); the other calls (gather, scatter, uneven all-to-all,
+send/recv) synchronize the current stream once and pass the device pointers
+to gx's request forms, which stage them through pinned host memory.
 """
 
 import ctypes
@@ -13,6 +21,7 @@ import ctypes
 import torch
 import torch.distributed as dist
 
+from . import _cuda
 from . import _libgx as gx
 
 # Tag gx_torch's own point-to-point messages use (uneven all-to-all); user
@@ -60,6 +69,13 @@ class Op:
         self.checks = {}      # request index -> (expected elements, description)
         self.result = []
         self._lib = None
+        self.comm = None
+        self.device = None    # the CUDA device of this call's tensors, None: CPU
+        self.stream = None    # the stream its stream-form calls were queued on
+        self.streamed = False  # issued on self.stream (no gx requests)
+        self.synced = False   # the current stream was synchronized for a request form
+        self.cpu_seen = False
+        self.event = None     # recorded on self.stream after the call (backend)
 
     def error(self, text):
         return RuntimeError(f"gx {self.what} on {self._where} failed: {text}")
@@ -75,10 +91,13 @@ class Op:
 
     def finish(self):
         for dst, src in self.copies:
-            dst.copy_(src)
+            dst.copy_(src)  # a streamed call: queued on the same stream, after it
+        if self.device is not None and self.copies and not self.streamed:
+            _cuda.hooks.synchronize(self.device)  # the copies ran on this thread's stream
 
     def release(self):
-        self.keep = []
+        if not self.streamed:  # a streamed call's stream may still read them
+            self.keep = []
         self.copies = []
 
 
@@ -90,14 +109,46 @@ class CollectiveIssuer:
         self.rank, self.size, self._group = rank, size, group
         self._ops = _reduce_ops()
         self._dtypes = _reduce_dtypes()
+        # Streams with stream-form calls queued since the last request form:
+        # gx runs a stream-form call when its stream reaches it, so a request
+        # form issued before that could overtake it on this rank (and meet
+        # the peers' stream-form call): wait for those streams first.
+        self._streams = {}
 
     # -- helpers ----------------------------------------------------------------
     def _op(self, what):
         op = Op(what, self._group, self.rank, self.size)
         op._lib = self._lib
+        op.comm = self._comm
         return op
 
+    def _coll(self, op, name, *args):
+        """gx_<name>_stream on the current stream for CUDA tensors, else
+        gx_i<name> (a request the completion thread finishes)."""
+        if op.device is None:
+            return self._call(op, "gx_i" + name, *args)
+        if op.stream is None:
+            op.stream = _cuda.hooks.current_stream(op.device)
+        fn = f"gx_{name}_stream"
+        rc = getattr(self._lib, fn)(self._comm, *args, ctypes.c_void_p(op.stream.cuda_stream))
+        if rc != 0:
+            raise op.error(f"{fn}: {gx.last_error_text(self._lib, rc)}")
+        op.streamed = True
+        self._streams[op.stream.cuda_stream] = op.stream
+
+    def _drain_streams(self):
+        for stream in self._streams.values():
+            _cuda.hooks.sync_stream(stream)
+        self._streams = {}
+
     def _call(self, op, fn, *args):
+        if self._streams:
+            self._drain_streams()
+        if op.device is not None and not op.synced:
+            # gx's request forms copy device memory when they start: the
+            # work queued on the current stream must have produced it
+            _cuda.hooks.synchronize(op.device)
+            op.synced = True
         req = ctypes.c_void_p()
         rc = getattr(self._lib, fn)(self._comm, *args, ctypes.byref(req))
         if rc != 0:
@@ -113,9 +164,24 @@ class CollectiveIssuer:
     def _check(self, op, t, arg):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"gx {op.what}: {arg} must be a tensor, got {type(t).__name__}")
-        if t.device.type != "cpu":
-            raise ValueError(f"gx {op.what}: {arg} is on {t.device}; the gx backend takes CPU "
-                             "tensors (CUDA tensors come with gx's GPU support)")
+        dev = t.device
+        if dev.type not in ("cpu", "cuda"):
+            raise ValueError(f"gx {op.what}: {arg} is on {dev}; the gx backend takes CPU and "
+                             "CUDA tensors")
+        if dev.type == "cuda":
+            if op.device is None and not op.cpu_seen:
+                op.device = dev
+            elif op.device != dev:
+                where = op.device if op.device is not None else "cpu"
+                raise ValueError(f"gx {op.what}: {arg} is on {dev}, an earlier tensor of the "
+                                 f"call on {where}; all tensors of one call must be on one "
+                                 "device")
+        else:
+            if op.device is not None:
+                raise ValueError(f"gx {op.what}: {arg} is on the CPU, an earlier tensor of the "
+                                 f"call on {op.device}; all tensors of one call must be on one "
+                                 "device")
+            op.cpu_seen = True
         return t
 
     def _input(self, op, t, arg):
@@ -179,7 +245,7 @@ class CollectiveIssuer:
         for i, t in enumerate(tensors):
             c, dtype, code = self._reduce_view(op, self._output(op, t, f"tensors[{i}]"),
                                                reduce_op)
-            self._call(op, "gx_iallreduce", _ptr(c), _ptr(c), c.numel(), dtype, code)
+            self._coll(op, "allreduce", _ptr(c), _ptr(c), c.numel(), dtype, code)
         op.result = list(tensors)
         return op
 
@@ -187,7 +253,7 @@ class CollectiveIssuer:
         op = self._op("broadcast")
         t = self._one(op, tensors)
         c = self._output(op, t, "tensor")
-        self._call(op, "gx_ibroadcast", _ptr(c), _ptr(c), _nbytes(c), gx.GX_UINT8, root)
+        self._coll(op, "broadcast", _ptr(c), _ptr(c), _nbytes(c), gx.GX_UINT8, root)
         op.result = [t]
         return op
 
@@ -195,7 +261,7 @@ class CollectiveIssuer:
         op = self._op("reduce")
         t = self._one(op, tensors)
         c, dtype, code = self._reduce_view(op, self._output(op, t, "tensor"), reduce_op)
-        self._call(op, "gx_ireduce", _ptr(c), _ptr(c), c.numel(), dtype, code, root)
+        self._coll(op, "reduce", _ptr(c), _ptr(c), c.numel(), dtype, code, root)
         op.result = [t]
         return op
 
@@ -206,10 +272,12 @@ class CollectiveIssuer:
         if len(outs) != self.size:
             raise ValueError(f"gx {what}: the output list has {len(outs)} tensors for "
                              f"{self.size} ranks")
+        for i, o in enumerate(outs):
+            self._check(op, o, f"output_tensor_list[{i}]")
         self._same_numel(op, [t] + list(outs), t.numel(), "outputs")
-        stage = torch.empty((self.size,) + tuple(t.shape), dtype=t.dtype)
+        stage = t.new_empty((self.size,) + tuple(t.shape))  # on t's device
         op.keep.append(stage)
-        self._call(op, "gx_iallgather", _ptr(t), _ptr(stage), _nbytes(t), gx.GX_UINT8)
+        self._coll(op, "allgather", _ptr(t), _ptr(stage), _nbytes(t), gx.GX_UINT8)
         op.copies += [(o, stage[i].reshape(o.shape)) for i, o in enumerate(outs)]
         op.result = list(outs)
         return op
@@ -221,6 +289,8 @@ class CollectiveIssuer:
             op.reqs += sub.reqs
             op.keep += sub.keep
             op.copies += sub.copies
+            op.device, op.stream = sub.device, sub.stream
+            op.streamed = op.streamed or sub.streamed
         op.result = [o for lst in output_lists for o in lst]
         return op
 
@@ -231,7 +301,7 @@ class CollectiveIssuer:
             raise ValueError(f"gx {op.what}: output has {output.numel()} elements of "
                              f"{output.dtype}; it must hold {self.size} x {t.numel()} of {t.dtype}")
         out = self._output(op, output, "output")
-        self._call(op, "gx_iallgather", _ptr(t), _ptr(out), _nbytes(t), gx.GX_UINT8)
+        self._coll(op, "allgather", _ptr(t), _ptr(out), _nbytes(t), gx.GX_UINT8)
         op.result = [output]
         return op
 
@@ -261,7 +331,7 @@ class CollectiveIssuer:
         op.keep.append(send)
         rs, dtype, code = self._reduce_view(op, send, reduce_op)
         rc, _, _ = self._reduce_view(op, self._output(op, out, "output"), reduce_op)
-        self._call(op, "gx_ireduce_scatter", _ptr(rs), _ptr(rc), rc.numel(), dtype, code)
+        self._coll(op, "reduce_scatter", _ptr(rs), _ptr(rc), rc.numel(), dtype, code)
         op.result = [out]
         return op
 
@@ -274,6 +344,8 @@ class CollectiveIssuer:
             if len(outs) != self.size:
                 raise ValueError(f"gx gather: the root's gather_list has {len(outs)} tensors "
                                  f"for {self.size} ranks")
+            for i, o in enumerate(outs):
+                self._check(op, o, f"gather_list[{i}]")
             self._same_numel(op, [t] + list(outs), t.numel(), "gather_list")
             stage = torch.empty((self.size,) + tuple(t.shape), dtype=t.dtype)
             op.keep.append(stage)
@@ -308,7 +380,7 @@ class CollectiveIssuer:
                 raise ValueError(f"gx {op.what}: input has {src.numel()} elements, output "
                                  f"{dst.numel()}; both must be equal and divisible by "
                                  f"{self.size} without split sizes")
-            self._call(op, "gx_ialltoall", _ptr(src), _ptr(dst), _nbytes(src) // self.size,
+            self._coll(op, "alltoall", _ptr(src), _ptr(dst), _nbytes(src) // self.size,
                        gx.GX_UINT8)
             return op
         # Uneven splits along dim 0: one message per peer on gx_torch's tag.
@@ -353,6 +425,8 @@ class CollectiveIssuer:
 
     def barrier(self):
         op = self._op("barrier")
+        if self._streams:
+            self._drain_streams()
         req = ctypes.c_void_p()
         rc = self._lib.gx_ibarrier(self._comm, ctypes.byref(req))
         if rc != 0:

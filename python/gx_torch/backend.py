@@ -20,6 +20,14 @@ thread per group completes operations as gx finishes them, in any order
 completes the work's
 torch.futures.Future, with the result tensors or a RuntimeError that names
 the group, the operation and gx's message (e.g. which rank died).
+
+CUDA tensors: the calls with a gx stream form are queued on the caller's
+current stream and need no completion thread; their work is complete for
+the host at once, and wait() / synchronize() make the caller's current
+stream wait for an event recorded after the call (a no-op when it is the
+same stream), as ProcessGroupNCCL's work does. get_future() is CUDA-aware
+(its readers' streams wait for it). A failure of a queued exchange becomes
+the communicator's async error: wait() and every later call raise it.
 """
 
 import atexit
@@ -37,6 +45,7 @@ import weakref
 import torch
 import torch.distributed as dist
 
+from . import _cuda
 from . import _libgx as gx
 from ._ops import CollectiveIssuer
 
@@ -59,7 +68,7 @@ class _Pending:
     def __init__(self, op):
         self.op = op
         self.work = None  # the GxWork, held while in flight
-        self.src = torch.futures.Future()
+        self.src = _cuda.hooks.future(op.device) if op.streamed else torch.futures.Future()
         self.out = self.src.then(_unwrap)
         self.event = threading.Event()
         self.error = None
@@ -84,7 +93,18 @@ class GxWork(dist._Work):
         self._pending = pending
         self._timeout_s = timeout_s
 
+    def _stream_order(self):
+        """A streamed CUDA call: order the current stream after it."""
+        op = self._pending.op
+        _cuda.hooks.wait_event(op.device, op.event)
+        buf = ctypes.create_string_buffer(512)
+        if op._lib.gx_comm_get_async_error(op.comm, buf, len(buf)) != 0:
+            raise op.error(buf.value.decode(errors="replace"))
+        return True
+
     def wait(self, timeout=None):
+        if self._pending.op.streamed:
+            return self._stream_order()
         secs = self._timeout_s + 5  # gx's own deadline fires first
         if isinstance(timeout, datetime.timedelta) and timeout.total_seconds() > 0:
             secs = timeout.total_seconds()
@@ -96,6 +116,9 @@ class GxWork(dist._Work):
         return True
 
     def is_completed(self):
+        op = self._pending.op
+        if op.streamed:
+            return bool(op.event.query())
         return self._pending.event.is_set() or self._pending.out.done()
 
     def is_success(self):
@@ -109,7 +132,9 @@ class GxWork(dist._Work):
         return self._pending.op.result
 
     def synchronize(self):
-        pass  # CPU tensors: nothing to order against
+        if self._pending.op.streamed:
+            self._stream_order()
+        # CPU tensors, and CUDA request forms (complete once wait() returns)
 
 
 class _Completer:
@@ -301,7 +326,7 @@ def _gx_init(lib, store, rank, size, timeout_ms, name):
 
 
 class ProcessGroupGx(dist.ProcessGroup):
-    """torch.distributed process group whose collectives run over gx (CPU tensors)."""
+    """torch.distributed process group whose collectives run over gx (CPU and CUDA tensors)."""
 
     RECENT_WORKS = 64
 
@@ -322,6 +347,8 @@ class ProcessGroupGx(dist.ProcessGroup):
 
     # -- plumbing -------------------------------------------------------------
     def _launch(self, op):
+        if op.streamed:
+            return self._launch_streamed(op)
         pending = _Pending(op)
         work = GxWork(pending, self._timeout_s)
         # A Python Work lives as long as Python holds it, not as long as C++
@@ -332,6 +359,16 @@ class ProcessGroupGx(dist.ProcessGroup):
         pending.work = work
         self._recent.append(work)
         self._comm.completer.submit(pending)
+        return work
+
+    def _launch_streamed(self, op):
+        """A call queued on a CUDA stream: done for the host now."""
+        op.finish()  # copies into non-contiguous outputs, queued after it
+        op.event = _cuda.hooks.record_event(op.stream)
+        pending = _Pending(op)
+        work = GxWork(pending, self._timeout_s)
+        self._recent.append(work)  # keeps its tensors until RECENT_WORKS later calls
+        pending.complete(None)
         return work
 
     def getBackendName(self):

@@ -466,3 +466,39 @@ EXPORT size_t fakecuda_copy_max(void)
     pthread_mutex_unlock(&mu);
     return n;
 }
+
+/* ---- branch plugs: device-to-device copies (DDP's device buckets) ---------- */
+static unsigned long long stat_dtod;
+
+int fk_dtod_async(dptr dst, dptr src, size_t len, struct fstream *s)
+{
+    pthread_mutex_lock(&mu);
+    int both = find((uintptr_t)dst) && find((uintptr_t)src) &&
+               find((uintptr_t)dst)->fd >= 0 && find((uintptr_t)src)->fd >= 0;
+    if (both)
+        stat_dtod++;
+    pthread_mutex_unlock(&mu);
+    if (!both)
+        return E_INVALID_VALUE; /* both sides must be device memory */
+    return copy_async((char *)(uintptr_t)dst, (const char *)(uintptr_t)src, len, s,
+                      (uintptr_t)dst, "cuMemcpyDtoDAsync");
+}
+
+/* Test hook: device-to-device copies queued so far, and whether `p` lies in
+ * device memory (1), pinned host memory of the fake (0) or neither (-1). */
+EXPORT unsigned long long fakecuda_dtod_copies(void)
+{
+    pthread_mutex_lock(&mu);
+    unsigned long long n = stat_dtod;
+    pthread_mutex_unlock(&mu);
+    return n;
+}
+
+EXPORT int fakecuda_mem_kind(const void *p)
+{
+    pthread_mutex_lock(&mu);
+    struct falloc *a = find((uintptr_t)p);
+    int kind = a ? (a->fd >= 0 ? 1 : 0) : -1;
+    pthread_mutex_unlock(&mu);
+    return kind;
+}

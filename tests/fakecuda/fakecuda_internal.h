@@ -97,6 +97,7 @@ int fk_dtoh(void *dst, dptr src, size_t len);
 int fk_htod(dptr dst, const void *src, size_t len);
 int fk_dtoh_async(void *dst, dptr src, size_t len, struct fstream *s);
 int fk_htod_async(dptr dst, const void *src, size_t len, struct fstream *s);
+int fk_dtod_async(dptr dst, dptr src, size_t len, struct fstream *s); /* branch plugs */
 
 /* fakecuda_module.c (branch kernels): modules and launches of gx's kernels */
 struct fmodule;

@@ -235,6 +235,8 @@ static const struct { const char *name; int min_version; void *fn; } procs[] = {
     { "cuIpcOpenMemHandle", 11000, (void *)fk_ipc_open },    /* _v2 */
     { "cuIpcCloseMemHandle", 4010, (void *)fk_ipc_close },
     { "cuMemcpyDtoD", 3020, (void *)fk_dtod },               /* _v2 */
+    /* branch plugs: DDP's device buckets */
+    { "cuMemcpyDtoDAsync", 3020, (void *)fk_dtod_async },    /* _v2 */
 };
 
 EXPORT int cuGetProcAddress_v2(const char *sym, void **pfn, int version,

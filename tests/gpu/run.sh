@@ -16,6 +16,8 @@
 #    CUDA IPC between two processes, the chunked staging pipeline
 #    (GX_GPU_CHUNK), GX_GDR over tcp (auto stages, on refuses: GPUDirect
 #    into a NIC needs an RDMA NIC, which this machine lacks);
+#    the torch backend "gx" on CUDA tensors against NCCL (torch_cuda_check.py);
+#    DDP with device buckets (gpu_ddp_device_check) and examples/ddp_mlp_cuda;
 # 3. benchmarks device-buffer all-reduce (gx-perf --device, 1 MiB..256 MiB)
 #    on 2 and 4 processes against torch.distributed + Gloo on CUDA tensors
 #    when python3 has torch with CUDA, and gx with GX_GPU_CHUNK=0 (no
@@ -123,6 +125,13 @@ run "pipeline 2 nodes x4" gxrun -n 4 sh -c \
 run "GX_GDR=auto over tcp x2" gxrun -n 2 env GX_GDR=auto GX_PROVIDER=tcp "$bin/gpu_gdr_check" move staged
 run "GX_GDR=on over tcp refused x2" gxrun -n 2 env GX_GDR=on GX_PROVIDER=tcp "$bin/gpu_gdr_check" \
     refuse "through the tcp provider"
+
+# branch plugs: DDP with gradient buckets in device memory, and the MLP
+# example's CUDA variant (its weights must equal the single-process run)
+for n in 2 4; do
+    run "ddp, device buckets x$n" gxrun -n $n "$bin/gpu_ddp_device_check" auto
+    [ -x "$bin/ddp_mlp_cuda" ] && run "ddp_mlp_cuda x$n" gxrun -n $n "$bin/ddp_mlp_cuda" --quiet
+done
 for c in all_reduce broadcast reduce all_gather reduce_scatter gather scatter alltoall; do
     run "gx-perf $c --device x2" gxrun -n 2 "$bin/gx-perf" $c --device -b 8 -e 16M -f 16 -c 1
 done
@@ -155,6 +164,14 @@ for n in 2 4; do
     done
 done
 
+
+# branch plugs: the torch backend "gx" on CUDA tensors (stream forms) vs NCCL
+echo "## torch.distributed backend gx, CUDA tensors"
+run "torch backend gx, CUDA tensors x2" env PYTHONPATH="$src/python" \
+    GX_LIBRARY="$build/lib/libgx.so" "$(command -v python3 || echo python3)" \
+    "$here/torch_cuda_check.py" --nproc 2
+
+echo "## benchmark: device-buffer all-reduce, float sum, busbw in GB/s"
 py=$(command -v python3 || true)
 echo "## NCCL for one-node device collectives"
 if [ -z "$nccl_lib" ] && [ -n "$py" ]; then
