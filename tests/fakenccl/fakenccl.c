@@ -396,6 +396,15 @@ EXPORT ncclResult_t ncclCommAbort(ncclComm_t c)
      * without landing and drop their references; the last one frees it. */
     atomic_store(&c->aborted, 1);
     release(c, 0);
+    /* A peer that died leaves its segments behind: unlink every rank's from
+     * the oldest one anyone may not have finished with (best effort). */
+    uint64_t lo = min_done(c);
+    for (uint64_t q = lo ? lo : 1; q <= c->seq + 1; q++)
+        for (int r = 0; r < c->nranks; r++) {
+            char n[160];
+            seg_name(c, q, r, n, sizeof(n));
+            shm_unlink(n);
+        }
     unref(c);
     return ncclSuccess;
 }

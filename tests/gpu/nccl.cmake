@@ -29,10 +29,18 @@ endforeach()
 gx_nccl_test(off.2 2 "${_fakenccl};GX_NCCL=off" ${_ncheck} staged)
 gx_nccl_test(fail.2 2 "${_fakenccl};FAKENCCL_FAIL=ncclAllReduce" ${_ncheck} fail)
 gx_nccl_test(async.2 2 "${_fakenccl};FAKENCCL_ASYNC=ncclAllReduce" ${_ncheck} async)
-gx_nccl_test(hang.2 2 "${_fakenccl};FAKENCCL_HANG=ncclAllReduce;GX_TIMEOUT=3" ${_ncheck} hang)
-gx_nccl_test(inithang.2 2
-  "${_fakenccl};FAKENCCL_HANG=ncclCommInitRank;GX_TIMEOUT=3;NCCL_CHECK_CALL=ncclCommInitRank"
-  ${_ncheck} hang)
+# A hung collective / init: every rank fails within 2 x GX_TIMEOUT naming the
+# NCCL communicator, at least one with GX_ETIMEOUT naming the call.
+foreach(h "hang;ncclAllReduce" "inithang;ncclCommInitRank")
+  list(GET h 0 name)
+  list(GET h 1 call)
+  add_test(NAME gpu.nccl.${name}.2 COMMAND sh -c "${_run} --keep-going -n 2 --timeout 60 \
+    ${_ncheck} hang > out.${name} 2>&1; cat out.${name}; \
+    [ $(grep -c 'NCCLCHECK ok' out.${name}) = 2 ] && grep -q 'TIMEOUT named' out.${name}")
+  set_tests_properties(gpu.nccl.${name}.2 PROPERTIES LABELS gpu TIMEOUT 90
+    WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}
+    ENVIRONMENT "${_fakenccl};FAKENCCL_HANG=${call};GX_TIMEOUT=3;NCCL_CHECK_CALL=${call}")
+endforeach()
 # gx-info says whether NCCL runs the intra-node device collectives, or why not.
 add_test(NAME gpu.nccl.gx-info COMMAND sh -c "\
   GX_NCCL=auto $<TARGET_FILE:gx-info> | grep '^NCCL' | tee /dev/stderr | \
