@@ -49,8 +49,8 @@ int gx_gpu_reduce_finish_avg(void *buf, size_t count, enum gx_datatype dtype, in
 /** Whether the collectives should reduce device buffers with the kernels:
  *  GX_GPU_REDUCE=cpu never, =gpu always (a load failure is then the call's
  *  error), =auto when the kernels were built and load in the context of
- *  `dev_hint` (NULL: the calling thread's). An invalid GX_GPU_REDUCE is
- *  reported once and read as auto. */
+ *  `dev_hint` (NULL: the calling thread's). An invalid GX_GPU_REDUCE fails
+ *  communicator init (gx_param_check_environment); here it reads as auto. */
 bool gx_gpu_reduce_wanted(const void *dev_hint);
 /** GX_GPU_REDUCE=gpu was asked for (the engine then keeps a reduction's
  *  copies unchunked, so its reduce steps can run on the GPU). */

@@ -3,6 +3,7 @@
 # /usr/local/cuda/bin, then PATH) the kernels are compiled at build time into
 # one fatbin (SASS for sm_80 and sm_90, PTX of compute_90 for newer GPUs the
 # driver JIT-compiles) that libgx embeds (.incbin in gx_kernels_image.c).
+# In AUTO, an nvcc that cannot compile them at configure time counts as none.
 # Without nvcc libgx embeds a small placeholder instead: gx-info says "not
 # built", GX_GPU_REDUCE=auto reduces on the CPU, and only the fake libcuda of
 # the tests accepts the placeholder (so the fake-based tests still run).
@@ -13,8 +14,22 @@ set(_gxk_src ${CMAKE_CURRENT_SOURCE_DIR}/kernels)
 set(_gxk_gen ${CMAKE_BINARY_DIR}/generated)
 set(GX_NVCC_EXE "")
 if(NOT GX_WITH_CUDA_KERNELS STREQUAL "OFF")
-  find_program(GX_NVCC nvcc HINTS ENV CUDACXX PATHS /usr/local/cuda/bin ENV CUDA_HOME
-               PATH_SUFFIXES bin NO_CACHE)
+  if(DEFINED ENV{CUDACXX})
+    set(GX_NVCC $ENV{CUDACXX})
+  else()
+    find_program(GX_NVCC nvcc PATHS /usr/local/cuda/bin ENV CUDA_HOME PATH_SUFFIXES bin NO_CACHE)
+  endif()
+  if(GX_NVCC AND GX_WITH_CUDA_KERNELS STREQUAL "AUTO")
+    # AUTO: an nvcc that cannot build the kernels here (e.g. a host compiler
+    # it does not support) means no kernels, not a failed build.
+    execute_process(COMMAND ${GX_NVCC} -fatbin -gencode arch=compute_80,code=sm_80
+                            -o ${_gxk_gen}/gx_kernels_probe.fatbin ${_gxk_src}/gx_reduce.cu
+                    RESULT_VARIABLE _gxk_rc OUTPUT_QUIET ERROR_VARIABLE _gxk_err)
+    if(NOT _gxk_rc EQUAL 0)
+      message(STATUS "gx: ${GX_NVCC} cannot build the CUDA reduction kernels: ${_gxk_err}")
+      set(GX_NVCC "")
+    endif()
+  endif()
   if(GX_NVCC)
     set(GX_NVCC_EXE ${GX_NVCC})
   elseif(GX_WITH_CUDA_KERNELS STREQUAL "ON")
