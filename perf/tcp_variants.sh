@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# tcp_variants.sh - same-run comparison of gx tcp variants (environment
+# settings or another libgx) against Open MPI btl tcp on 2 network-namespace
+# nodes x 2 ranks (the netns scenario of compare.sh, one veth pair), for
+# judging a change on a loaded machine: every run executes every variant in
+# rotating order; each output line is gx-perf's / mpi_allreduce_bench's CSV
+# row prefixed with variant and run, suffixed with cpu=<user+sys seconds of
+# that tool run>. Summarise ratios per run yourself (median of per-run
+# ratios).
+#
+# usage: perf/tcp_variants.sh RUNS VARIANT...
+#   VARIANT: ompi, or NAME:ENV=V,ENV=V (gx with GX_PROVIDER=tcp plus those
+#   variables; BIN=DIR takes gx-run/gx-perf from DIR/bin, LD_LIBRARY_PATH=DIR
+#   another libgx). Example:
+#     perf/tcp_variants.sh 5 one: two:GX_TCP_NSTREAMS=2 ompi
+#   Environment: B (build dir with bin/gx-run, gx-perf, mpi_allreduce_bench;
+#   default /tmp/gx-perf-compare), MIN/MAX sizes (1M/16M), ITERS/WARM (20/5).
+#   Needs root (ip netns); the namespaces are always removed.
+set -euo pipefail
+[ $# -ge 2 ] || { sed -n '2,/^set -euo/p' "$0" | sed '$d;s/^# \{0,1\}//'; exit 2; }
+[ "$(id -u)" = 0 ] || { echo "tcp_variants.sh: needs root (network namespaces)" >&2; exit 77; }
+B=${B:-/tmp/gx-perf-compare}
+runs=$1; shift
+vars=("$@")
+nsA=gxtcpvA$$; nsB=gxtcpvB$$
+tmp=$(mktemp -d)
+cleanup(){ ip netns del $nsA 2>/dev/null||true; ip netns del $nsB 2>/dev/null||true; rm -rf $tmp; }
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+ip netns add $nsA; ip netns add $nsB
+ip link add gxtva$$ type veth peer name gxtvb$$
+ip link set gxtva$$ netns $nsA; ip link set gxtvb$$ netns $nsB
+ip -n $nsA link set gxtva$$ name gxp0; ip -n $nsB link set gxtvb$$ name gxp0
+ip -n $nsA addr add 10.232.0.1/24 dev gxp0; ip -n $nsB addr add 10.232.0.2/24 dev gxp0
+for ns in $nsA $nsB; do ip -n $ns link set lo up; ip -n $ns link set gxp0 up; done
+cat >$tmp/ns-agent.sh <<EOA
+#!/bin/sh
+while [ \$# -gt 0 ]; do case "\$1" in -*) shift ;; *) break ;; esac; done
+host=\$1; shift
+case "\$host" in
+10.232.0.1) ns=$nsA ;;
+10.232.0.2) ns=$nsB ;;
+esac
+exec ip netns exec "\$ns" sh -c "\$*"
+EOA
+chmod +x $tmp/ns-agent.sh
+ITERS=${ITERS:-20}; WARM=${WARM:-5}
+sizes=(-b ${MIN:-1M} -e ${MAX:-16M} -f 4)
+gx(){ local envs=(env GX_SOCKET_IFNAME=gxp0 GX_PROVIDER=tcp $1) port=$((20000+RANDOM%20000)); shift
+  local B=$B; for e in "${envs[@]}"; do case $e in BIN=*) B=${e#BIN=};; esac; done
+  ip netns exec $nsB "${envs[@]}" $B/bin/gx-run -n 2 --nnodes 2 --node-rank 1 --master 10.232.0.1:$port --job-key k$port --node-id nodeB --timeout 300 $B/bin/gx-perf all_reduce "${sizes[@]}" -n $ITERS -w $WARM -z 2 -c 0 -d float -o sum --csv --no-progress >/dev/null 2>$tmp/e1 &
+  local p=$!
+  ip netns exec $nsA "${envs[@]}" $B/bin/gx-run -n 2 --nnodes 2 --node-rank 0 --master 10.232.0.1:$port --job-key k$port --node-id nodeA --timeout 300 $B/bin/gx-perf all_reduce "${sizes[@]}" -n $ITERS -w $WARM -z 2 -c 0 -d float -o sum --csv --no-progress
+  wait $p; }
+ompi(){ ip netns exec $nsA mpirun --allow-run-as-root --oversubscribe -np 4 --host 10.232.0.1:2,10.232.0.2:2 --mca plm_rsh_agent $tmp/ns-agent.sh --mca oob_tcp_if_include gxp0 --bind-to none --mca mpi_yield_when_idle 1 --mca btl self,tcp --mca btl_tcp_if_include gxp0 $B/bin/mpi_allreduce_bench "${sizes[@]}" -n $ITERS -w $WARM -z 1 -c 0 -d float -o sum --csv; }
+k=${#vars[@]}
+for ((r=0;r<runs;r++)); do
+  echo "# run $r load $(cut -d' ' -f1-3 /proc/loadavg)"
+  for ((i=0;i<k;i++)); do v=${vars[$(((i+r)%k))]}
+    name=${v%%:*}; envs=${v#*:}; [ "$envs" = "$v" ] && envs=
+    TIMEFORMAT=%U+%S
+    if [ $name = ompi ]; then { time ompi >$tmp/out 2>$tmp/err; } 2>$tmp/cpu || true; else { time gx "GX_BENCH_DUMMY=1 ${envs//,/ }" >$tmp/out 2>$tmp/err; } 2>$tmp/cpu || true; fi
+    cpu=$(tail -1 $tmp/cpu | bc)
+    grep out-of-place $tmp/out | sed "s/^/$name,$r,/;s/\$/cpu=$cpu/" || { echo "$name FAILED"; tail -3 $tmp/err; }
+  done
+done
