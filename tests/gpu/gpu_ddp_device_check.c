@@ -50,6 +50,7 @@ static int me;
 static struct devmem dm;
 static int (*mem_kind)(const void *);
 static unsigned long long (*dtod_copies)(void);
+static int (*stream_destroy)(void *);
 
 static float grad_value(int rank, int it, int i, size_t k)
 {
@@ -73,6 +74,13 @@ int main(int argc, char **argv)
     if (h) {
         mem_kind = (int (*)(const void *))dlsym(h, "fakecuda_mem_kind");
         dtod_copies = (unsigned long long (*)(void))dlsym(h, "fakecuda_dtod_copies");
+        int (*gpa)(const char *, void **, int, unsigned long long, int *) =
+            (int (*)(const char *, void **, int, unsigned long long, int *))dlsym(
+                h, "cuGetProcAddress_v2");
+        void *fn = NULL;
+        int st = 0;
+        if (gpa && gpa("cuStreamDestroy", &fn, 12000, 0, &st) == 0)
+            stream_destroy = (int (*)(void *))fn;
     }
     struct gx_comm *comm = NULL;
     CHECK(gx_comm_init_env(&comm) == GX_OK, "init");
@@ -183,6 +191,8 @@ int main(int argc, char **argv)
         free(up[i]);
     }
     free(host);
+    if (stream_destroy)
+        stream_destroy(stream);
     CHECK(gx_comm_finalize(comm) == GX_OK, "finalize");
     gx_comm_destroy(comm);
     printf("PASS ddp %s buckets (%s) on %d ranks%s\n", want_dev ? "device" : "host", mode, n,
