@@ -194,6 +194,7 @@ void dpdk_port_unpark(struct rte_mbuf *m);
 void dpdk_port_frame(struct rte_mbuf *m, struct gx_dpdk_hdr *h, const uint8_t **payload);
 
 /* ---- dpdk_zc.c ---------------------------------------------------------- */
+#define DPDK_ZC_MIN 1024u /* payload bytes from which a send frame is zero copy */
 /** Zero-copy sends on `port_id` if its driver allows (GX_DPDK_ZCOPY); returns
  *  the tx offloads the port must be configured with (0: sends copy). */
 uint64_t dpdk_zc_setup(uint16_t port_id, unsigned nmbufs);
