@@ -157,11 +157,21 @@ void coll_comm_broken(struct coll_comm *cc, int status, const char *msg, int fai
     }
 }
 
-/* Advance one op; returns GX_OK when it finished (successfully or not). */
-static int op_advance(struct coll_comm *cc, struct coll_op *op, bool *progressed)
+static bool op_gated(const struct coll_op *op)
 {
-    /* A stream-ordered op waits, unstarted, for its stream (its deadline runs). */
-    bool gated = op->a.gate && !__atomic_load_n(op->a.gate, __ATOMIC_ACQUIRE);
+    return op->a.gate && !__atomic_load_n(op->a.gate, __ATOMIC_ACQUIRE);
+}
+
+/* Advance one op; returns GX_OK when it finished (successfully or not).
+ * `held`: an earlier op of this communicator still waits for its stream. */
+static int op_advance(struct coll_comm *cc, struct coll_op *op, bool held, bool *progressed)
+{
+    /* A stream-ordered op waits, unstarted, for its stream (its deadline
+     * runs), and so does every op issued after it: every collective starts
+     * with a descriptor exchange whose messages match in posting order, so
+     * a later op must not post before an earlier one (the peers would see
+     * a mismatch). */
+    bool gated = held || op_gated(op);
     if (op->status == GX_OK && !gated) {
         for (int pass = 0; pass < 8 && coll_op_pass(op); pass++)
             *progressed = true;
@@ -178,7 +188,10 @@ static int op_advance(struct coll_comm *cc, struct coll_op *op, bool *progressed
     if (op->status == GX_OK && gx_ms_left(op->deadline) == 0) {
         char what[160], stall[300];
         coll_describe_op(op, what, sizeof(what));
-        if (gated)
+        if (gated && !op_gated(op))
+            snprintf(stall, sizeof(stall), "an earlier stream-ordered collective of this "
+                     "communicator, which waits for its CUDA stream");
+        else if (gated)
             snprintf(stall, sizeof(stall), "this rank's CUDA stream (the work queued on it "
                      "before the call never finished)");
         else
@@ -311,12 +324,16 @@ bool coll_progress_locked(struct coll_comm *cc)
         coll_comm_broken(cc, rc, msg, -1);
     }
     check_outside_failures(cc);
+    bool held = false;
     for (struct coll_op *op = cc->head, *next; op; op = next) {
         next = op->next;
-        if (op_advance(cc, op, &progressed) == GX_OK) {
+        if (op_advance(cc, op, held, &progressed) == GX_OK) {
             coll_op_finish(cc, op);
             progressed = true;
             next = cc->head; /* a failure may have failed the others: rescan */
+            held = false;
+        } else if (op_gated(op)) {
+            held = true;
         }
     }
     return progressed;

@@ -19,6 +19,11 @@
  *   gpu_calls_check asyncmixed   (fake) the same with a host sendbuf and a
  *                                device recvbuf, and with host buffers only:
  *                                still queued on the stream, not run at once
+ *   gpu_calls_check streamorder  (fake) a request-form all-reduce called after a
+ *                                stream one: rank 0 syncs its stream before
+ *                                the second call, the others after it; the
+ *                                second call must still start after the
+ *                                first on every rank (no mismatch)
  *   gpu_calls_check dead [stream]  rank 2 is killed among all-reduces on
  *                                device buffers (blocking, or the stream form
  *                                with a stream sync after each): every other
@@ -253,6 +258,39 @@ static void mode_asyncmixed(struct gx_comm *comm, int n)
     free(got);
 }
 
+static void mode_streamorder(struct gx_comm *comm, int n)
+{
+    enum { COUNT = 4000 };
+    float *v = malloc(sizeof(float) * COUNT), *h = malloc(sizeof(float) * COUNT);
+    for (int i = 0; i < COUNT; i++) {
+        v[i] = (float)(me + i);
+        h[i] = (float)(2 * me + i);
+    }
+    void *d = dev_from(v, sizeof(float) * COUNT);
+    void *s = NULL;
+    CHECK(dm.stream_create(&s, 1) == 0, "stream");
+    CHECK(gx_allreduce_stream(comm, d, d, COUNT, GX_FLOAT32, GX_SUM, s) == GX_OK, "queue");
+    if (me == 0) /* its stream call may start at once, the others' only later */
+        CHECK(dm.stream_sync(s) == 0, "sync");
+    struct gx_request *req = NULL;
+    CHECK(gx_iallreduce(comm, h, h, COUNT, GX_FLOAT32, GX_SUM, &req) == GX_OK,
+          "iallreduce");
+    if (me != 0)
+        CHECK(dm.stream_sync(s) == 0, "sync");
+    int rc = gx_wait(req, -1);
+    CHECK(rc == GX_OK, "the request-form all-reduce after a stream one failed: %s",
+          gx_last_error());
+    to_host(v, d, sizeof(float) * COUNT);
+    for (int i = 0; i < COUNT; i++) {
+        float want1 = (float)(n * (n - 1) / 2 + n * i), want2 = (float)(n * (n - 1) + n * i);
+        CHECK(v[i] == want1 && h[i] == want2, "element %d: stream call %g (want %g), request "
+              "call %g (want %g)", i, v[i], want1, h[i], want2);
+    }
+    dm.free_((uintptr_t)d);
+    free(v);
+    free(h);
+}
+
 static void mode_dead(struct gx_comm *comm, bool stream)
 {
     size_t count = 1 << 18;
@@ -324,7 +362,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "gpu_calls_check: %s\n", dm.why);
         return 77;
     }
-    if ((!strcmp(mode, "queryfail") || !strcmp(mode, "gpu1") || !strncmp(mode, "async", 5)) &&
+    if ((!strcmp(mode, "queryfail") || !strcmp(mode, "gpu1") || !strncmp(mode, "async", 5) || !strcmp(mode, "streamorder")) &&
         !dm.peek) {
         fprintf(stderr, "gpu_calls_check queryfail: needs the fake libcuda\n");
         return 77;
@@ -347,12 +385,14 @@ int main(int argc, char **argv)
         mode_async(comm, n);
     else if (!strcmp(mode, "asyncmixed"))
         mode_asyncmixed(comm, n);
+    else if (!strcmp(mode, "streamorder"))
+        mode_streamorder(comm, n);
     else if (!strcmp(mode, "dead"))
         mode_dead(comm, argc > 2 && !strcmp(argv[2], "stream"));
     else if (!strcmp(mode, "nodriver"))
         mode_nodriver(comm, n);
     else
-        CHECK(0, "usage: gpu_calls_check p2p|nonblocking|ddp|gpu1|async|asyncmixed|dead [stream]|queryfail|nodriver");
+        CHECK(0, "usage: gpu_calls_check p2p|nonblocking|ddp|gpu1|async|asyncmixed|streamorder|dead [stream]|queryfail|nodriver");
     CHECK(gx_comm_finalize(comm) == GX_OK, "finalize");
     gx_comm_destroy(comm);
     printf("PASS %s on %d ranks\n", mode, n);
