@@ -180,6 +180,9 @@ void dpdk_port_stats(struct dpdk_port_stats *out);
  *  when off; then dpdk_port_work(t0) adds the time since if t0 != 0. */
 uint64_t dpdk_port_cpu_ns(void);
 void dpdk_port_work(uint64_t t0);
+/* dpdk_cost.c: reads GX_DPDK_COST; the totals so far. */
+void dpdk_cost_init(void);
+void dpdk_cost_read(uint64_t *ns, uint64_t *calls);
 /** Send one raw frame as given (tests: malformed input). */
 int dpdk_port_send_raw(const void *frame, size_t len);
 /** Name of the port's device and driver, for probe and logs. */

@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <rte_eal.h>
@@ -48,9 +47,6 @@ GX_PARAM_DEFINE(gx_param_dpdk_ip, "GX_DPDK_IP", GX_PARAM_STRING, "", NULL,
                 "IPv4 source address of dpdk frames (default: the side-channel interface's).");
 GX_PARAM_DEFINE(gx_param_dpdk_mbufs, "GX_DPDK_MBUFS", GX_PARAM_INT, "8191", NULL,
                 "Packet buffers in the dpdk provider's mempool.");
-GX_PARAM_DEFINE(gx_param_dpdk_cost, "GX_DPDK_COST", GX_PARAM_INT, "0", NULL,
-                "1: the dpdk provider measures its data path's CPU time (two clock reads per "
-                "busy poll) and logs it at close with GX_DEBUG=info (perf/memif_cost.sh).");
 GX_PARAM_DEFINE(gx_param_dpdk_drop, "GX_DPDK_DROP", GX_PARAM_STRING, "0", NULL,
                 "Fault injection: fraction (0.05 or 5%) of received dpdk frames dropped.");
 GX_PARAM_DEFINE(gx_param_dpdk_reorder, "GX_DPDK_REORDER", GX_PARAM_STRING, "0", NULL,
@@ -84,7 +80,6 @@ static struct {
     uint64_t last_kick, last_start;
     bool restart_when_down;
     bool started, closed;
-    bool cost;                 /* GX_DPDK_COST */
     uint8_t scratch[GX_DPDK_MTU_MAX + GX_DPDK_ETH_LEN];
     uint8_t replay_scratch[GX_DPDK_MTU_MAX + GX_DPDK_ETH_LEN];
     int park_budget;
@@ -310,8 +305,7 @@ int dpdk_port_up(int rank)
             P.p_drop = parse_rate(&gx_param_dpdk_drop);
             P.p_reorder = parse_rate(&gx_param_dpdk_reorder);
             P.p_dup = parse_rate(&gx_param_dpdk_dup);
-            long long cost = 0;
-            P.cost = gx_param_int(&gx_param_dpdk_cost, &cost) == GX_OK && cost;
+            dpdk_cost_init();
             P.rng = 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid() << 20;
             P.conn_next = (uint32_t)(P.rng >> 40);
             const char *ip = gx_param_text(&gx_param_dpdk_ip);
@@ -503,22 +497,6 @@ static void inject_and_deliver(struct dpdk_domain *dom, struct rte_mbuf *m)
     }
 }
 
-uint64_t dpdk_port_cpu_ns(void)
-{
-    struct timespec ts;
-    if (!P.cost || clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
-        return 0;
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec + 1;
-}
-
-void dpdk_port_work(uint64_t t0)
-{
-    if (!t0)
-        return;
-    __atomic_add_fetch(&P.st.work_ns, dpdk_port_cpu_ns() - t0, __ATOMIC_RELAXED);
-    __atomic_add_fetch(&P.st.work_calls, 1, __ATOMIC_RELAXED);
-}
-
 void dpdk_port_poll(struct dpdk_domain *dom)
 {
     struct rte_mbuf *m[DPDK_BURST];
@@ -618,4 +596,5 @@ void dpdk_port_stats(struct dpdk_port_stats *out)
     rte_spinlock_recursive_lock(&P.lock);
     *out = P.st;
     rte_spinlock_recursive_unlock(&P.lock);
+    dpdk_cost_read(&out->work_ns, &out->work_calls);
 }
