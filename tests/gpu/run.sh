@@ -17,6 +17,8 @@
 #    (GX_GPU_CHUNK), GX_GDR over tcp (auto stages, on refuses: GPUDirect
 #    into a NIC needs an RDMA NIC, which this machine lacks);
 #    the torch backend "gx" on CUDA tensors against NCCL (torch_cuda_check.py);
+#    NCCL's own all-reduce through gx's net plugin vs NCCL Socket
+#    (nccl_plugin_check.py);
 #    DDP with device buckets (gpu_ddp_device_check) and examples/ddp_mlp_cuda;
 # 3. benchmarks device-buffer all-reduce (gx-perf --device, 1 MiB..256 MiB)
 #    on 2 and 4 processes against torch.distributed + Gloo on CUDA tensors
@@ -170,6 +172,20 @@ echo "## torch.distributed backend gx, CUDA tensors"
 run "torch backend gx, CUDA tensors x2" env PYTHONPATH="$src/python" \
     GX_LIBRARY="$build/lib/libgx.so" "$(command -v python3 || echo python3)" \
     "$here/torch_cuda_check.py" --nproc 2
+
+# NCCL itself through gx's net plugin (issue 17): two processes on the GPU
+# with their own NCCL_HOSTID, torch.distributed NCCL all-reduce correct over
+# the plugin, its INFO log naming it, busbw beside NCCL's Socket transport.
+echo "## NCCL net plugin libnccl-net-gx.so under real NCCL"
+if pout=$(env GX_SOCKET_IFNAME=lo "$(command -v python3 || echo python3)" \
+        "$here/nccl_plugin_check.py" --plugin "$build/lib/libnccl-net-gx.so" --nproc 2 2>&1); then
+    echo "PASS nccl net plugin x2 (vs NCCL Socket)"
+else
+    prc=$?
+    [ $prc = 77 ] && echo "SKIP nccl net plugin: $(echo "$pout" | tail -1)" ||
+        { echo "FAIL nccl net plugin x2 (exit $prc)"; failed=1; }
+fi
+echo "$pout" | grep -v '^BUSBW' | tail -30 | sed 's/^/    /'
 
 echo "## benchmark: device-buffer all-reduce, float sum, busbw in GB/s"
 py=$(command -v python3 || true)
