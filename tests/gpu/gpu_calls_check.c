@@ -47,15 +47,7 @@
 #include "gx/gx.h"
 
 static int me = -1;
-#define CHECK(cond, ...)                                                                 \
-    do {                                                                                 \
-        if (!(cond)) {                                                                   \
-            fprintf(stderr, "FAIL rank %d line %d: ", me, __LINE__);                     \
-            fprintf(stderr, __VA_ARGS__);                                                \
-            fprintf(stderr, " [last error: %s]\n", gx_last_error());                     \
-            exit(1);                                                                     \
-        }                                                                                \
-    } while (0)
+#include "../lib/rank_check.h"
 
 static struct devmem dm;
 
@@ -280,6 +272,7 @@ static void mode_streamorder(struct gx_comm *comm, int n)
     int rc = gx_wait(req, -1);
     CHECK(rc == GX_OK, "the request-form all-reduce after a stream one failed: %s",
           gx_last_error());
+    gx_request_free(req);
     to_host(v, d, sizeof(float) * COUNT);
     for (int i = 0; i < COUNT; i++) {
         float want1 = (float)(n * (n - 1) / 2 + n * i), want2 = (float)(n * (n - 1) + n * i);

@@ -34,15 +34,7 @@ static unsigned long long flushes(void)
 }
 
 static int me = -1;
-#define CHECK(cond, ...)                                                                 \
-    do {                                                                                 \
-        if (!(cond)) {                                                                   \
-            fprintf(stderr, "FAIL rank %d line %d: ", me, __LINE__);                     \
-            fprintf(stderr, __VA_ARGS__);                                                \
-            fprintf(stderr, " [last error: %s]\n", gx_last_error());                     \
-            exit(1);                                                                     \
-        }                                                                                \
-    } while (0)
+#include "../lib/rank_check.h"
 
 static struct devmem dm;
 static unsigned long long digest = 1469598103934665603ull;

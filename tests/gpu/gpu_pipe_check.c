@@ -22,15 +22,7 @@
 #include "gx/gx.h"
 
 static int me = -1;
-#define CHECK(cond, ...)                                                                 \
-    do {                                                                                 \
-        if (!(cond)) {                                                                   \
-            fprintf(stderr, "FAIL rank %d line %d: ", me, __LINE__);                     \
-            fprintf(stderr, __VA_ARGS__);                                                \
-            fprintf(stderr, " [last error: %s]\n", gx_last_error());                     \
-            exit(1);                                                                     \
-        }                                                                                \
-    } while (0)
+#include "../lib/rank_check.h"
 
 static bool host_rank;
 static size_t piece = 1u << 30; /* the test's own copies: no larger than GX_GPU_CHUNK */

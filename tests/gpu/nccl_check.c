@@ -42,15 +42,7 @@
 
 static int me = -1;
 static struct devmem dm;
-#define CHECK(cond, ...)                                                                 \
-    do {                                                                                 \
-        if (!(cond)) {                                                                   \
-            fprintf(stderr, "FAIL rank %d line %d: ", me, __LINE__);                     \
-            fprintf(stderr, __VA_ARGS__);                                                \
-            fprintf(stderr, " [last error: %s]\n", gx_last_error());                     \
-            exit(1);                                                                     \
-        }                                                                                \
-    } while (0)
+#include "../lib/rank_check.h"
 
 static unsigned long long nccl_calls(void)
 {

@@ -20,16 +20,7 @@
 
 #include "gx/gx.h"
 
-
-#define CHECK(cond, ...)                                                       \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            fprintf(stderr, "FAIL rank %d line %d: ", me, __LINE__);           \
-            fprintf(stderr, __VA_ARGS__);                                      \
-            fprintf(stderr, " [last error: %s]\n", gx_last_error());           \
-            exit(1);                                                           \
-        }                                                                      \
-    } while (0)
+#include "../../lib/rank_check.h"
 
 extern int me, nranks;
 extern long checks;
