@@ -34,82 +34,7 @@
 #define DEADLINE_S 30
 #define LEN (1024 * 1024)
 
-static atomic_int warnings;
-static int version = 11;
-static void *tables;
-#define T8 ((gxn_net_v8_t *)tables)
-
-static void logger(int level, unsigned long flags, const char *file, int line, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "[nccl-log %d] ", level);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    if (level == GXN_LOG_WARN)
-        atomic_fetch_add(&warnings, 1);
-}
-
-#define CHECK(cond, ...)                                                       \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            fprintf(stderr, "FAIL (v%d) %s:%d: ", version, __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                                      \
-            fputc('\n', stderr);                                               \
-            exit(1);                                                           \
-        }                                                                      \
-    } while (0)
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static gxn_result_t p_connect(int dev, void *h, void **sc)
-{
-    struct gxn_dev_handle *dc = NULL;
-    if (version == 11)
-        return ((gxn_net_v11_t *)tables)->connect(&version, dev, h, sc, &dc);
-    return T8->connect(dev, h, sc, &dc);
-}
-
-static gxn_result_t p_isend(void *sc, void *data, size_t size, int tag, void *mh, void **req)
-{
-    if (version == 11)
-        return ((gxn_net_v11_t *)tables)->isend(sc, data, size, tag, mh, NULL, req);
-    return T8->isend(sc, data, (int)size, tag, mh, req);
-}
-
-static gxn_result_t p_irecv(void *rc, void *data, size_t size, int tag, void *mh, void **req)
-{
-    int t = tag;
-    void *d = data, *m = mh;
-    if (version == 8) {
-        int s = (int)size;
-        return T8->irecv(rc, 1, &d, &s, &t, &m, req);
-    }
-    size_t s = size;
-    return ((gxn_net_v11_t *)tables)->irecv(rc, 1, &d, &s, &t, &m, NULL, req);
-}
-
-struct conn_arg {
-    unsigned char handle[GXN_HANDLE_MAXSIZE];
-    void *send_comm;
-};
-
-static void *service_thread(void *p)
-{
-    struct conn_arg *a = p;
-    double end = now_s() + DEADLINE_S;
-    while (!a->send_comm) {
-        CHECK(p_connect(0, a->handle, &a->send_comm) == GXN_NCCL_OK, "connect failed");
-        CHECK(now_s() < end, "connect did not finish in %d s", DEADLINE_S);
-    }
-    return NULL;
-}
+#include "tests/nccl_net/nccl_net_harness.h"
 
 static int ptr_support_of_dev0(void)
 {
@@ -197,8 +122,7 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *expect = argv[2] + 7;
-    if (argc > 3)
-        version = atoi(argv[3]);
+    version = argc > 3 ? atoi(argv[3]) : 11;
     struct devmem dm;
     if (devmem_open(&dm) != 0) {
         fprintf(stderr, "SKIP: %s\n", dm.why);
@@ -224,22 +148,8 @@ int main(int argc, char **argv)
                                                 : GXN_PTR_HOST;
     CHECK(ptr == want, "device 0: ptrSupport 0x%x, expected 0x%x (%s)", ptr, want, expect);
 
-    struct conn_arg ca = { .send_comm = NULL };
-    void *lc = NULL, *rc = NULL;
-    struct gxn_dev_handle *dc = NULL;
-    if (version == 11)
-        CHECK(((gxn_net_v11_t *)tables)->listen(ctx, 0, ca.handle, &lc) == GXN_NCCL_OK, "listen");
-    else
-        CHECK(T8->listen(0, ca.handle, &lc) == GXN_NCCL_OK, "listen");
-    pthread_t svc;
-    pthread_create(&svc, NULL, service_thread, &ca);
-    double end = now_s() + DEADLINE_S;
-    while (!rc) {
-        CHECK(T8->accept(lc, &rc, &dc) == GXN_NCCL_OK, "accept failed");
-        CHECK(now_s() < end, "accept did not finish");
-    }
-    pthread_join(svc, NULL);
-    void *sc = ca.send_comm;
+    void *lc, *rc;
+    void *sc = connect_pair(ctx, &lc, &rc);
 
     unsigned long long S = 0, R = 0;
     CHECK(dm.alloc(&S, LEN) == 0 && dm.alloc(&R, LEN) == 0, "cuMemAlloc");

@@ -44,95 +44,9 @@ _Static_assert(offsetof(gxn_net_v11_t, set_net_attr) == 21 * sizeof(void *), "v1
 #define WINDOW 8
 #define DEADLINE_S 30
 
-static atomic_int warnings;
 static const char *want_name = "gx-"; /* "name=PREFIX": device 0's name starts so */
-static int version;
-static void *tables;
 
-static void logger(int level, unsigned long flags, const char *file, int line, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "[nccl-log %d] ", level);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    if (level == GXN_LOG_WARN)
-        atomic_fetch_add(&warnings, 1);
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-#define CHECK(cond, ...)                                                       \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            fprintf(stderr, "FAIL (v%d) %s:%d: ", version, __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                                      \
-            fputc('\n', stderr);                                               \
-            exit(1);                                                           \
-        }                                                                      \
-    } while (0)
-
-/* The calls the test needs, over whichever version is under test. */
-static gxn_result_t p_connect(int dev, void *h, void **sc)
-{
-    struct gxn_dev_handle *dc = NULL;
-    switch (version) {
-    case 11: return ((gxn_net_v11_t *)tables)->connect(&version, dev, h, sc, &dc);
-    case 10: return ((gxn_net_v10_t *)tables)->connect(dev, NULL, h, sc, &dc);
-    case 9: return ((gxn_net_v9_t *)tables)->connect(dev, h, sc, &dc);
-    default: return ((gxn_net_v8_t *)tables)->connect(dev, h, sc, &dc);
-    }
-}
-
-static gxn_result_t p_isend(void *sc, void *data, size_t size, int tag, void *mh, void **req)
-{
-    switch (version) {
-    case 11: return ((gxn_net_v11_t *)tables)->isend(sc, data, size, tag, mh, NULL, req);
-    case 10: return ((gxn_net_v10_t *)tables)->isend(sc, data, size, tag, mh, NULL, req);
-    case 9: return ((gxn_net_v9_t *)tables)->isend(sc, data, size, tag, mh, req);
-    default: return ((gxn_net_v8_t *)tables)->isend(sc, data, (int)size, tag, mh, req);
-    }
-}
-
-static gxn_result_t p_irecv(void *rc, void *data, size_t size, int tag, void *mh, void **req)
-{
-    int t = tag;
-    void *d = data, *m = mh;
-    if (version == 8) {
-        int s = (int)size;
-        return ((gxn_net_v8_t *)tables)->irecv(rc, 1, &d, &s, &t, &m, req);
-    }
-    size_t s = size;
-    if (version == 9)
-        return ((gxn_net_v9_t *)tables)->irecv(rc, 1, &d, &s, &t, &m, req);
-    /* v10 and v11 share the data-path layout up to here */
-    return ((gxn_net_v10_t *)tables)->irecv(rc, 1, &d, &s, &t, &m, NULL, req);
-}
-
-/* Members at the same place in every version (checked above). */
-#define T8 ((gxn_net_v8_t *)tables)
-
-struct conn_arg {
-    unsigned char handle[GXN_HANDLE_MAXSIZE];
-    void *send_comm;
-};
-
-static void *service_thread(void *p)
-{
-    struct conn_arg *a = p;
-    double end = now_s() + DEADLINE_S;
-    while (!a->send_comm) {
-        CHECK(p_connect(0, a->handle, &a->send_comm) == GXN_NCCL_OK, "connect failed");
-        CHECK(now_s() < end, "connect did not finish in %d s", DEADLINE_S);
-    }
-    return NULL;
-}
+#include "tests/nccl_net/nccl_net_harness.h"
 
 static size_t msg_size(int i)
 {
@@ -259,23 +173,10 @@ static void run_version(void *lib, int v)
           "device 0: name '%s' speed %d ptrSupport %d maxRecvs %d", dname, speed, ptr, maxrecvs);
     fprintf(stderr, "v%d: %d device(s), device 0 %s at %d Mb/s\n", v, ndev, dname, speed);
 
-    struct conn_arg ca = { .send_comm = NULL };
-    void *lc = NULL, *rcomm = NULL;
-    struct gxn_dev_handle *dc = NULL;
-    if (v == 11)
-        CHECK(((gxn_net_v11_t *)tables)->listen(ctx, 0, ca.handle, &lc) == GXN_NCCL_OK, "listen");
-    else
-        CHECK(T8->listen(0, ca.handle, &lc) == GXN_NCCL_OK, "listen");
-    pthread_t svc;
-    pthread_create(&svc, NULL, service_thread, &ca);
-    double end = now_s() + DEADLINE_S;
-    while (!rcomm) {
-        CHECK(T8->accept(lc, &rcomm, &dc) == GXN_NCCL_OK, "accept failed");
-        CHECK(now_s() < end, "accept did not finish");
-    }
-    pthread_join(svc, NULL);
+    void *lc, *rcomm;
+    void *scomm = connect_pair(ctx, &lc, &rcomm);
 
-    struct rank snd = { .comm = ca.send_comm }, rcv = { .comm = rcomm };
+    struct rank snd = { .comm = scomm }, rcv = { .comm = rcomm };
     for (int w = 0; w < WINDOW; w++) {
         snd.buf[w] = malloc(MAXBUF);
         rcv.buf[w] = malloc(MAXBUF);
@@ -300,7 +201,7 @@ static void run_version(void *lib, int v)
     void *rreq = NULL, *sreq = NULL;
     CHECK(p_irecv(rcv.comm, rcv.buf[0], 100, 7, rcv.mh[0], &rreq) == GXN_NCCL_OK && rreq, "irecv");
     gxn_result_t res = GXN_NCCL_OK;
-    end = now_s() + DEADLINE_S;
+    double end = now_s() + DEADLINE_S;
     w0 = atomic_load(&warnings);
     while (res == GXN_NCCL_OK && !sreq) {
         res = p_isend(snd.comm, snd.buf[0], 200, 7, snd.mh[0], &sreq);
