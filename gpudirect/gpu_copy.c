@@ -88,6 +88,25 @@ int gx_gpu_copy_htod(void *dev, const void *host, size_t len)
     return r == GX_CU_SUCCESS ? GX_OK : copy_err(r, "cuMemcpyHtoD", dev, len);
 }
 
+int gx_gpu_copy_dtod(void *dst, const void *src, size_t len)
+{
+    if (!len)
+        return GX_OK;
+    const struct gx_cu *c = NULL;
+    int rc = enter(dst, "device-to-device copy", &c);
+    if (rc != GX_OK)
+        return rc;
+    if (!c->memcpy_dtod) {
+        gx_cu_pop(c);
+        return gx_fail(GX_EUNSUPPORTED, GX_SUB_GPU, "device-to-device copy: the driver has no "
+                       "cuMemcpyDtoD_v2");
+    }
+    gx_cu_result r = c->memcpy_dtod((gx_cu_deviceptr)(uintptr_t)dst,
+                                    (gx_cu_deviceptr)(uintptr_t)src, len);
+    gx_cu_pop(c);
+    return r == GX_CU_SUCCESS ? GX_OK : copy_err(r, "cuMemcpyDtoD", dst, len);
+}
+
 /* ---- pinned pool ---------------------------------------------------------- */
 #define POOL_MIN_SHIFT 16 /* 64 KiB */
 #define POOL_CLASSES 28

@@ -101,25 +101,3 @@ int gx_gpu_ipc_close(void *base)
     gx_gpu_cache_flush(); /* the range may be mapped again at the same address */
     return r == GX_CU_SUCCESS ? GX_OK : cu_fail("cuIpcCloseMemHandle", r);
 }
-
-int gx_gpu_copy_dtod(void *dst, const void *src, size_t len)
-{
-    const struct gx_cu *c = NULL;
-    int rc = driver("device-to-device copy", &c);
-    if (rc != GX_OK)
-        return rc;
-    if (!c->memcpy_dtod)
-        return gx_fail(GX_EUNSUPPORTED, GX_SUB_GPU, "device-to-device copy: the driver has no "
-                       "cuMemcpyDtoD_v2");
-    struct gx_gpu_ptr g;
-    rc = gx_gpu_ptr_query(dst, &g);
-    if (rc != GX_OK)
-        return rc;
-    rc = gx_cu_push(c, g.type == GX_GPU_MEM_CUDA ? g.ctx : NULL, "device-to-device copy");
-    if (rc != GX_OK)
-        return rc;
-    gx_cu_result r = c->memcpy_dtod((gx_cu_deviceptr)(uintptr_t)dst,
-                                    (gx_cu_deviceptr)(uintptr_t)src, len);
-    gx_cu_pop(c);
-    return r == GX_CU_SUCCESS ? GX_OK : cu_fail("cuMemcpyDtoD", r);
-}

@@ -37,8 +37,4 @@ int gx_gpu_ipc_open(const struct gx_gpu_ipc_handle *h, void **dev, void **base);
 /** Unmap what gx_gpu_ipc_open returned as *base. */
 int gx_gpu_ipc_close(void *base);
 
-/** Synchronous copy between two device buffers (cuMemcpyDtoD in dst's
- *  context). */
-int gx_gpu_copy_dtod(void *dst, const void *src, size_t len);
-
 #endif

@@ -56,13 +56,5 @@ GX_API int gx_device_copy(void *dst, const void *src, size_t bytes)
         return gx_gpu_copy_htod(dst, src, bytes);
     if (!dd)
         return gx_gpu_copy_dtoh(dst, src, bytes);
-    size_t cap = 0; /* device to device: through pinned memory (not a fast path) */
-    void *bounce = gx_gpu_pinned_get(bytes, src, &cap);
-    if (!bounce)
-        return GX_ENOMEM;
-    rc = gx_gpu_copy_dtoh(bounce, src, bytes);
-    if (rc == GX_OK)
-        rc = gx_gpu_copy_htod(dst, bounce, bytes);
-    gx_gpu_pinned_put(bounce, cap);
-    return rc;
+    return gx_gpu_copy_dtod(dst, src, bytes);
 }

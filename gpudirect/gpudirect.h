@@ -62,6 +62,9 @@ void gx_gpu_cache_stats(unsigned long long *hits, unsigned long long *misses);
  *  side's context is made current for the copy (any thread may call). */
 int gx_gpu_copy_dtoh(void *host, const void *dev, size_t len);
 int gx_gpu_copy_htod(void *dev, const void *host, size_t len);
+/** Synchronous copy between two device buffers (cuMemcpyDtoD in dst's
+ *  context). */
+int gx_gpu_copy_dtod(void *dst, const void *src, size_t len);
 
 /** Pinned host memory for staging, from a pool (GX_GPU_STAGE_POOL caps what
  *  it keeps between calls). Allocated in the context of `dev_hint` (the

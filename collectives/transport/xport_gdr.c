@@ -16,7 +16,6 @@
 
 #include "collectives/transport/xport_internal.h"
 #include "common/log.h"
-#include "gpudirect/gpu_ipc.h"
 #include "gpudirect/gpudirect.h"
 
 int gx_xport_send(struct gx_xport *x, struct xp_op *op, int peer, uint32_t tag, const void *buf,
