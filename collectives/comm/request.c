@@ -106,6 +106,15 @@ GX_API void gx_request_free(struct gx_request *req)
     free(req);
 }
 
+void gx_request_discard(struct gx_request *req)
+{
+    if (!req)
+        return;
+    req->done = true;
+    req->status = GX_EABORTED;
+    gx_request_free(req);
+}
+
 /* ---- barrier ------------------------------------------------------------ */
 
 static int barrier_step(struct gx_request *req)

@@ -43,4 +43,8 @@ struct gx_request {
 struct gx_request *gx_request_new(struct gx_comm *comm, const char *op_name,
                                   int (*step)(struct gx_request *));
 
+/** Free a request whose operation never started (its post failed): nothing
+ * can complete it, so it must not be waited for. */
+void gx_request_discard(struct gx_request *req);
+
 #endif

@@ -67,7 +67,7 @@ static int p2p_start(struct gx_comm *comm, void *buf, size_t count, enum gx_data
         rc = gx_stage_begin(fn, &sbuf, send ? bytes : 0, &rbuf, send ? 0 : bytes, false, NULL,
                             &req->stage);
     if (rc != GX_OK) {
-        gx_request_free(req);
+        gx_request_discard(req);
         return rc;
     }
     if (req->stage)
@@ -78,7 +78,7 @@ static int p2p_start(struct gx_comm *comm, void *buf, size_t count, enum gx_data
               : gx_xport_recv_mem(comm->xport, &req->u.p2p.op, peer, (uint32_t)tag, buf,
                                   bytes, dev);
     if (rc != GX_OK) {
-        gx_request_free(req);
+        gx_request_discard(req);
         return gx_comm_note_failure(comm, rc);
     }
     *out = req;

@@ -521,6 +521,11 @@ static int check_post(struct gx_xport *x, int peer, const char *what)
     return GX_OK;
 }
 
+static struct xp_peer *peer_if_in_range(struct gx_xport *x, int peer)
+{
+    return peer >= 0 && peer < x->size ? &x->peers[peer] : NULL;
+}
+
 static void init_op(struct xp_op *op, int kind, int peer, uint32_t tag, void *buf, size_t len)
 {
     memset(op, 0, sizeof(*op));
@@ -573,19 +578,22 @@ int gx_xport_recv_mem(struct gx_xport *x, struct xp_op *op, int peer, uint32_t t
                       size_t len, bool dev)
 {
     pthread_mutex_lock(&x->lock);
-    int rc = check_post(x, peer, "receive");
+    struct xp_peer *p = x->aborted ? NULL : peer_if_in_range(x, peer);
+    struct xp_unexpected *prev = NULL, *u = p ? p->unexp_head : NULL;
+    while (u && u->tag != tag) {
+        prev = u;
+        u = u->next;
+    }
+    /* A peer that sent and then left (a broadcast root that exits at once)
+     * failed its link, but what it sent whole still counts: an eager
+     * message that arrived before the failure is delivered. */
+    int rc = u && u->type == XP_MSG_EAGER ? GX_OK : check_post(x, peer, "receive");
     if (rc != GX_OK) {
         pthread_mutex_unlock(&x->lock);
         return rc;
     }
     init_op(op, XP_OP_RECV, peer, tag, buf, len);
     op->dev = dev && len;
-    struct xp_peer *p = &x->peers[peer];
-    struct xp_unexpected *prev = NULL, *u = p->unexp_head;
-    while (u && u->tag != tag) {
-        prev = u;
-        u = u->next;
-    }
     if (!u) {
         queue_push(&p->posted_head, &p->posted_tail, op);
     } else {

@@ -4,6 +4,9 @@
  *   p2p_check all        ring exchange at many sizes, ordering, tags, self
  *                        sends, 1000 outstanding operations, truncation
  *   p2p_check dead       rank 1 dies; rank 0's receive fails naming it
+ *   p2p_check sent-gone  rank 1 sends a small message and exits at once; rank 0
+ *                        still receives it afterwards, and only a receive that
+ *                        needs more from rank 1 fails, naming it
  * GX_PROVIDER / GX_NODE_ID select the providers under test.
  */
 #include <signal.h>
@@ -185,6 +188,43 @@ int main(int argc, char **argv)
             printf("PASS rank 0: receive from the dead rank 1 failed: %s\n", gx_last_error());
         } else {
             printf("PASS rank %d\n", my_rank);
+        }
+        gx_comm_destroy(comm);
+        return 0;
+    }
+    if (argc > 1 && strcmp(argv[1], "sent-gone") == 0) {
+        CHECK(gx_barrier(comm) == GX_OK, "barrier");
+        int v = 4242;
+        if (my_rank == 1) {
+            CHECK(gx_send(comm, &v, 1, GX_INT32, 0, 5) == GX_OK, "send before exiting");
+            printf("PASS rank 1: sent, exiting without finalize\n");
+            fflush(stdout);
+            _exit(0);
+        }
+        if (my_rank == 0) {
+            /* A receive from itself keeps progress running, so the message
+             * arrives unexpected and then the connection closes, all before
+             * the matching receive is posted. */
+            int w = 0, done = 0, self = 99;
+            struct gx_request *pending = NULL;
+            CHECK(gx_irecv(comm, &w, 1, GX_INT32, 0, 9, &pending) == GX_OK, "irecv from self");
+            for (int i = 0; i < 500 && !done; i++) {
+                CHECK(gx_test(pending, &done) == GX_OK, "test the receive from self");
+                usleep(1000);
+            }
+            CHECK(!done, "the receive from self completed before its send");
+            v = 0;
+            rc = gx_recv(comm, &v, 1, GX_INT32, 1, 5, NULL);
+            CHECK(rc == GX_OK && v == 4242, "a message rank 1 sent before exiting was lost: %s, "
+                  "value %d", gx_strerror(rc), v);
+            CHECK(gx_send(comm, &self, 1, GX_INT32, 0, 9) == GX_OK, "send to self");
+            CHECK(gx_wait(pending, -1) == GX_OK && w == 99, "receive from self");
+            gx_request_free(pending);
+            rc = gx_recv(comm, &v, 1, GX_INT32, 1, 6, NULL);
+            CHECK(GX_IS_PEER_ERROR(rc), "receive from the gone rank returned %s", gx_strerror(rc));
+            CHECK(strstr(gx_last_error(), "rank 1"), "error does not name rank 1: %s",
+                  gx_last_error());
+            printf("PASS rank 0: got the message, then: %s\n", gx_last_error());
         }
         gx_comm_destroy(comm);
         return 0;
