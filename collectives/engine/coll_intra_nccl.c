@@ -18,7 +18,9 @@
 
 #include "collectives/comm/comm_internal.h"
 #include "collectives/engine/coll_intra.h"
+#include "common/clock.h"
 #include "common/log.h"
+#include "common/proc.h"
 #include "gpudirect/gpu_nccl.h"
 #include "gpudirect/gpudirect.h"
 
@@ -164,15 +166,59 @@ static int make(struct gx_comm *c, struct coll_intra *in, const void *dev_hint)
     return rc;
 }
 
-/* While an NCCL call is pending: a rank of my node the bootstrap knows gone
- * (its connection closed, or marked dead) will never join it; fail naming
- * it rather than wait for GX_TIMEOUT. Every gone node peer is named: the
- * first noticed is not always the one that died (a peer that failed first
- * may close its connections at about the same time; a dead peer this rank
- * never talked to closed none). */
+/* Why a node peer will never join a pending NCCL call, most trusted first:
+ * (1) a failure another rank reported over the bootstrap (it names the rank
+ * that died), (2) a node peer whose process is gone: it died, and the other
+ * ranks are told so they need not guess. GX_OK when neither is known yet;
+ * `grace_ms` waits that long for one. */
+static int node_root_cause(struct gx_comm *c, int grace_ms)
+{
+    uint64_t until = gx_deadline_after_ms(grace_ms);
+    const struct boot_rank_record *me = gx_boot_record(c->boot, c->world_ranks[c->rank]);
+    for (;;) {
+        char msg[512];
+        gx_boot_progress(c->boot, 0);
+        int st = gx_boot_failure(c->boot, msg, sizeof(msg));
+        if (st != GX_OK)
+            return gx_fail(st, GX_SUB_COLL, "%s", msg);
+        size_t len = (size_t)snprintf(msg, sizeof(msg), "comm '%s': ", c->name);
+        int dead = -1, ndead = 0;
+        for (int r = 0; r < c->size; r++) {
+            const struct boot_rank_record *rec = gx_boot_record(c->boot, c->world_ranks[r]);
+            if (r == c->rank || c->rank_node[r] != c->node_index ||
+                strcmp(rec->host, me->host) != 0 || !gx_process_gone(rec->pid))
+                continue;
+            char who[160];
+            gx_boot_describe(c->boot, c->world_ranks[r], who, sizeof(who));
+            if (len < sizeof(msg))
+                len += (size_t)snprintf(msg + len, sizeof(msg) - len, "%scomm rank %d, %s",
+                                        ndead ? "; " : "", r, who);
+            dead = dead < 0 ? r : dead;
+            ndead++;
+        }
+        if (ndead) {
+            if (len < sizeof(msg))
+                snprintf(msg + len, sizeof(msg) - len, " %s gone (process exited)",
+                         ndead > 1 ? "are" : "is");
+            gx_boot_fail(c->boot, GX_EPEER, c->world_ranks[dead], msg);
+            return gx_fail(GX_EPEER, GX_SUB_COLL, "%s", msg);
+        }
+        if (gx_ms_left(until) == 0)
+            return GX_OK;
+        gx_boot_progress(c->boot, 5);
+    }
+}
+
+/* While an NCCL call is pending: a node peer known gone will never join it;
+ * fail naming it rather than wait for GX_TIMEOUT. Failing that, every node
+ * peer whose bootstrap connection closed is named: one of them may be a
+ * survivor that failed first, so this comes last. */
 static int node_peer_gone(void *arg)
 {
     struct gx_comm *c = arg;
+    int rc = node_root_cause(c, 0);
+    if (rc != GX_OK)
+        return rc;
     char list[400] = "";
     size_t len = 0;
     int gone = 0;
@@ -190,6 +236,23 @@ static int node_peer_gone(void *arg)
     return gone ? gx_fail(GX_EPEER, GX_SUB_COLL, "comm '%s': %s %s gone", c->name, list,
                           gone > 1 ? "are" : "is")
                 : GX_OK;
+}
+
+/* NCCL failed on its own (its asynchronous error once a peer aborted, say):
+ * when a node peer died, that is the cause to report, so the ranks name the
+ * dead rank rather than NCCL's symptom. */
+static int explain_nccl_failure(struct gx_comm *c, int rc)
+{
+    if (rc == GX_OK || rc == GX_EPEER || rc == GX_ETIMEOUT || GX_IS_CALLER_ERROR(rc))
+        return rc;
+    char nccl_msg[400];
+    snprintf(nccl_msg, sizeof(nccl_msg), "%s", gx_last_error());
+    int cause = node_root_cause(c, 200);
+    if (cause == GX_OK) {
+        gx_set_last_error(nccl_msg);
+        return rc;
+    }
+    return gx_fail(cause, GX_SUB_COLL, "%s (NCCL then said: %s)", gx_last_error(), nccl_msg);
 }
 
 /* Multi-node: only the all-reduce, hierarchically, on nodes of one size
@@ -349,6 +412,7 @@ int coll_intra_try(struct gx_comm *c, const struct coll_args *a, const char *fn,
                                : gx_nccl_run(in->nccl, &k, 1, gx_comm_op_deadline(c),
                                              c->op_timeout_ms, &(struct gx_nccl_watch){
                                                  node_peer_gone, c });
+    rc = explain_nccl_failure(c, rc);
     if (rc != GX_OK)
         return gx_fail(rc, GX_SUB_COLL, "%s (%zu x %s) on comm '%s': %s", fn, a->count,
                        gx_datatype_name(a->dtype), c->name, gx_last_error());
