@@ -154,8 +154,9 @@ static void handle_abort(struct gx_boot *b, int peer, const struct boot_msg *m)
     if (p.epoch < b->epoch)
         return; /* news from before the last shrink */
     /* The root cause wins over a secondary teardown: if we blamed the rank
-     * that sends this ABORT (its connection closed as it gave up) and it
-     * names another rank as the cause, take its word. */
+     * that detected this failure (its connection closed as it gave up) and
+     * it names another rank as the cause, take its word, also when a third
+     * rank forwards the news (origin_rank stays the rank that detected it). */
     bool root_cause = b->fail_status != GX_OK && b->failed_rank == p.origin_rank &&
                       p.failed_rank != p.origin_rank && p.failed_rank >= 0 &&
                       p.failed_rank < b->size && p.failed_rank != b->rank;
@@ -164,10 +165,13 @@ static void handle_abort(struct gx_boot *b, int peer, const struct boot_msg *m)
     if (b->fail_status != GX_OK)
         return; /* already failed */
     int status = (p.status < 0 && p.status > -700) ? p.status : GX_EPEER;
-    char msg[512];
-    snprintf(msg, sizeof(msg), "%s (reported by rank %d)", p.message, (int)p.origin_rank);
+    char msg[512], said[40];
+    snprintf(said, sizeof(said), " (reported by rank %d)", (int)p.origin_rank);
+    snprintf(msg, sizeof(msg), "%s%s", p.message, strstr(p.message, said) ? "" : said);
     gx_fail(status, GX_SUB_BOOT, "rank %d: peer failure: %s", b->rank, msg);
     boot_set_failure(b, status, p.failed_rank, msg);
+    if (b->fail_status == status && p.origin_rank >= 0 && p.origin_rank < b->size)
+        b->fail_origin = p.origin_rank;
 }
 
 static void read_stream(struct gx_boot *b, int peer)

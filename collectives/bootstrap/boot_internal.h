@@ -51,6 +51,7 @@ struct gx_boot {
     struct boot_pending *pending;
     int fail_status;
     int failed_rank;
+    int fail_origin;  /* the rank that first detected it (this rank, or an ABORT's origin) */
     char fail_msg[512];
     bool abort_to_forward;
     bool sending_abort;

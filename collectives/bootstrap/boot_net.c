@@ -172,6 +172,7 @@ void boot_set_failure(struct gx_boot *b, int status, int failed_rank, const char
         return; /* old news: the survivors have already left it behind */
     b->fail_status = status;
     b->failed_rank = failed_rank;
+    b->fail_origin = b->rank;
     snprintf(b->fail_msg, sizeof(b->fail_msg), "%s", msg);
     b->abort_to_forward = true;
 }
@@ -188,7 +189,7 @@ static void forward_abort(struct gx_boot *b)
     b->abort_to_forward = false;
     b->sending_abort = true;
     struct boot_abort_payload p = {
-        .origin_rank = b->rank,
+        .origin_rank = b->fail_origin, /* forwarded news keeps who detected it */
         .failed_rank = b->failed_rank,
         .status = b->fail_status,
         .epoch = b->epoch,

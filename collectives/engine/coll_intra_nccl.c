@@ -171,35 +171,53 @@ static int make(struct gx_comm *c, struct coll_intra *in, const void *dev_hint)
  * that died), (2) a node peer whose process is gone: it died, and the other
  * ranks are told so they need not guess. GX_OK when neither is known yet;
  * `grace_ms` waits that long for one. */
+static bool process_gone_here(struct gx_comm *c, int r)
+{
+    const struct boot_rank_record *me = gx_boot_record(c->boot, c->world_ranks[c->rank]);
+    const struct boot_rank_record *rec = gx_boot_record(c->boot, c->world_ranks[r]);
+    return strcmp(rec->host, me->host) == 0 && gx_process_gone(rec->pid);
+}
+
+static bool connection_gone(struct gx_comm *c, int r)
+{
+    return gx_boot_peer_gone(c->boot, c->world_ranks[r]);
+}
+
+/* "comm 'x': comm rank 2, rank 2 (host pid 7) is gone" for the node peers
+ * `gone` says are gone, into msg; returns how many (the first in *first). */
+static int name_gone_node_peers(struct gx_comm *c, bool (*gone)(struct gx_comm *, int),
+                                char *msg, size_t cap, int *first)
+{
+    size_t len = (size_t)snprintf(msg, cap, "comm '%s': ", c->name);
+    int n = 0;
+    for (int r = 0; r < c->size; r++) {
+        if (r == c->rank || c->rank_node[r] != c->node_index || !gone(c, r))
+            continue;
+        char who[160];
+        gx_boot_describe(c->boot, c->world_ranks[r], who, sizeof(who));
+        if (len < cap)
+            len += (size_t)snprintf(msg + len, cap - len, "%scomm rank %d, %s", n ? "; " : "",
+                                    r, who);
+        if (n++ == 0)
+            *first = r;
+    }
+    if (n && len < cap)
+        snprintf(msg + len, cap - len, " %s gone", n > 1 ? "are" : "is");
+    return n;
+}
+
 static int node_root_cause(struct gx_comm *c, int grace_ms)
 {
     uint64_t until = gx_deadline_after_ms(grace_ms);
-    const struct boot_rank_record *me = gx_boot_record(c->boot, c->world_ranks[c->rank]);
     for (;;) {
         char msg[512];
         gx_boot_progress(c->boot, 0);
         int st = gx_boot_failure(c->boot, msg, sizeof(msg));
         if (st != GX_OK)
             return gx_fail(st, GX_SUB_COLL, "%s", msg);
-        size_t len = (size_t)snprintf(msg, sizeof(msg), "comm '%s': ", c->name);
-        int dead = -1, ndead = 0;
-        for (int r = 0; r < c->size; r++) {
-            const struct boot_rank_record *rec = gx_boot_record(c->boot, c->world_ranks[r]);
-            if (r == c->rank || c->rank_node[r] != c->node_index ||
-                strcmp(rec->host, me->host) != 0 || !gx_process_gone(rec->pid))
-                continue;
-            char who[160];
-            gx_boot_describe(c->boot, c->world_ranks[r], who, sizeof(who));
-            if (len < sizeof(msg))
-                len += (size_t)snprintf(msg + len, sizeof(msg) - len, "%scomm rank %d, %s",
-                                        ndead ? "; " : "", r, who);
-            dead = dead < 0 ? r : dead;
-            ndead++;
-        }
-        if (ndead) {
-            if (len < sizeof(msg))
-                snprintf(msg + len, sizeof(msg) - len, " %s gone (process exited)",
-                         ndead > 1 ? "are" : "is");
+        int dead = -1;
+        if (name_gone_node_peers(c, process_gone_here, msg, sizeof(msg) - 20, &dead)) {
+            strcat(msg, " (process exited)");
             gx_boot_fail(c->boot, GX_EPEER, c->world_ranks[dead], msg);
             return gx_fail(GX_EPEER, GX_SUB_COLL, "%s", msg);
         }
@@ -219,23 +237,11 @@ static int node_peer_gone(void *arg)
     int rc = node_root_cause(c, 0);
     if (rc != GX_OK)
         return rc;
-    char list[400] = "";
-    size_t len = 0;
-    int gone = 0;
-    for (int r = 0; r < c->size; r++) {
-        if (r == c->rank || c->rank_node[r] != c->node_index ||
-            !gx_boot_peer_gone(c->boot, c->world_ranks[r]))
-            continue;
-        char who[160];
-        gx_boot_describe(c->boot, c->world_ranks[r], who, sizeof(who));
-        if (len < sizeof(list))
-            len += (size_t)snprintf(list + len, sizeof(list) - len, "%scomm rank %d, %s",
-                                    gone ? "; " : "", r, who);
-        gone++;
-    }
-    return gone ? gx_fail(GX_EPEER, GX_SUB_COLL, "comm '%s': %s %s gone", c->name, list,
-                          gone > 1 ? "are" : "is")
-                : GX_OK;
+    char msg[512];
+    int first = -1;
+    return name_gone_node_peers(c, connection_gone, msg, sizeof(msg), &first)
+               ? gx_fail(GX_EPEER, GX_SUB_COLL, "%s", msg)
+               : GX_OK;
 }
 
 /* NCCL failed on its own (its asynchronous error once a peer aborted, say):
