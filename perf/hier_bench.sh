@@ -11,9 +11,15 @@
 # as perf/compare.sh), ompi (btl self,vader,tcp: shared memory inside a node),
 # ompi-han (the same with --mca coll_han_priority 100, Open MPI's own
 # hierarchical collectives). The load average is recorded before every run.
+# With --rails, gx-hier1 is the same hierarchical all-reduce with both local
+# ranks on the first rail only (GX_SOCKET_IFNAME "=gxhb0"): hier/hier1 is the
+# issue's "two rails against the same run on one rail".
+# --rate RATE caps every veth in both directions with a tc tbf qdisc (e.g.
+# 500mbit): on one host a veth is no bandwidth limit (the CPUs copying are),
+# so a rate below what the CPUs move stands in for a NIC's line rate.
 #
 # usage: perf/hier_bench.sh [-r RUNS] [-n ITERS] [-w WARMUP] [-b BUILD_DIR]
-#                           [--rails] [--no-record]
+#                           [--rails] [--rate RATE] [--no-record]
 #   BUILD_DIR: an existing gx build with gx-run and gx-perf (default: build
 #   Release in /tmp/gx-hier-bench); mpi_allreduce_bench is built there when
 #   MPI is found (apt-get install openmpi-bin libopenmpi-dev).
@@ -22,7 +28,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
-runs=5 iters=20 warmup=5 build= rails=0 record=1
+runs=5 iters=20 warmup=5 build= rails=0 record=1 rate=
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -31,6 +37,7 @@ while [ $# -gt 0 ]; do
     -w) warmup=$2; shift 2 ;;
     -b) build=$2; shift 2 ;;
     --rails) rails=1; shift ;;
+    --rate) rate=$2; shift 2 ;;
     --no-record) record=0; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "hier_bench.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
@@ -74,6 +81,12 @@ for l in "${links[@]}"; do
     ip -n "$nsB" addr add "10.23$((2 + l)).0.2/24" dev "gxhb$l"
     ip -n "$nsA" link set "gxhb$l" up
     ip -n "$nsB" link set "gxhb$l" up
+    if [ -n "$rate" ]; then # burst: a few ms at the rate, at least 64K
+        for ns in "$nsA" "$nsB"; do
+            ip netns exec "$ns" tc qdisc add dev "gxhb$l" root tbf rate "$rate" burst 256kb \
+                latency 100ms
+        done
+    fi
 done
 ip -n "$nsA" link set lo up
 ip -n "$nsB" link set lo up
@@ -100,7 +113,7 @@ common=(-n "$iters" -w "$warmup" -z 1 -c 0 -d float -o sum)
 # gx_netns ALGO: one gx-run per namespace, rank 0's CSV on stdout.
 gx_netns() {
     local algo=$1 port=$((20000 + RANDOM % 20000)) key="hierbench-$$-$RANDOM"
-    local envs=(env GX_SOCKET_IFNAME="$ifname" GX_ALGO="allreduce:$algo")
+    local envs=(env GX_SOCKET_IFNAME="${2:-$ifname}" GX_ALGO="allreduce:$algo")
     ip netns exec "$nsB" "${envs[@]}" "$gxrun" -n 2 --nnodes 2 --node-rank 1 \
         --master "10.232.0.1:$port" --job-key "$key" --node-id nodeB --timeout 600 \
         "$gxperf" all_reduce "${sizes[@]}" "${common[@]}" --csv --no-progress \
@@ -129,6 +142,7 @@ run_tool() { # TOOL RUN: CSV rows in $tmp/TOOL__RUN.csv (a failure is reported, 
     echo "   $tool" >&2
     case $tool in
     gx-hier) gx_netns hier >"$out.raw" 2>"$out.err" || rc=$? ;;
+    gx-hier1) gx_netns hier "=gxhb0" >"$out.raw" 2>"$out.err" || rc=$? ;;
     gx-ring) gx_netns ring >"$out.raw" 2>"$out.err" || rc=$? ;;
     gx-rhd) gx_netns rhd >"$out.raw" 2>"$out.err" || rc=$? ;;
     ompi-tcp) ompi_netns self,tcp >"$out.raw" 2>"$out.err" || rc=$? ;;
@@ -143,7 +157,9 @@ run_tool() { # TOOL RUN: CSV rows in $tmp/TOOL__RUN.csv (a failure is reported, 
     fi
     grep -E '^(all_reduce|mpi_allreduce),' "$out.raw" | grep ',out-of-place,' >"$out" || true
 }
-tools=(${HIER_BENCH_TOOLS:-gx-hier gx-ring gx-rhd ompi-tcp ompi ompi-han})
+default_tools="gx-hier gx-ring gx-rhd ompi-tcp ompi ompi-han"
+[ "$rails" = 1 ] && default_tools="gx-hier gx-hier1 gx-ring gx-rhd ompi-tcp ompi ompi-han"
+tools=(${HIER_BENCH_TOOLS:-$default_tools})
 : >"$tmp/load"
 for ((run = 0; run < runs; run++)); do
     load=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -170,20 +186,26 @@ for path in glob.glob(os.path.join(tmp, "*__*.csv")):
 for run in range(runs):  # gx best flat: the better of ring and rhd in each run
     a, b = bw.get(("gx-ring", run), {}), bw.get(("gx-rhd", run), {})
     bw[("gx-flat", run)] = {s: max(a.get(s, 0), b.get(s, 0)) for s in set(a) | set(b)}
-tools = ["gx-hier", "gx-flat", "gx-ring", "gx-rhd", "ompi-tcp", "ompi", "ompi-han"]
+tools = ["gx-hier", "gx-hier1", "gx-flat", "gx-ring", "gx-rhd", "ompi-tcp", "ompi", "ompi-han"]
+peers = ["gx-flat", "ompi-tcp", "ompi", "ompi-han"]
+if not rails:
+    tools.remove("gx-hier1")
+else:
+    peers.insert(0, "gx-hier1")
 sizes = sorted({s for v in bw.values() for s in v})
 def med(xs):
     xs = [x for x in xs if x > 0]
     return statistics.median(xs) if xs else None
-print("| size | " + " | ".join(tools) + " | hier/flat | hier/ompi-tcp | hier/ompi | hier/ompi-han |")
-print("|---" * (len(tools) + 5) + "|")
+print("| size | " + " | ".join(tools) + " | " +
+      " | ".join("hier/" + p.replace("gx-", "") for p in peers) + " |")
+print("|---" * (len(tools) + len(peers) + 1) + "|")
 for s in sizes:
     cells = []
     for t in tools:
         m = med([bw.get((t, r), {}).get(s, 0) for r in range(runs)])
         cells.append("%.3f" % m if m else "-")
     ratios = []
-    for peer in ["gx-flat", "ompi-tcp", "ompi", "ompi-han"]:
+    for peer in peers:
         per = [bw[("gx-hier", r)][s] / bw[(peer, r)][s] for r in range(runs)
                if bw.get(("gx-hier", r), {}).get(s) and bw.get((peer, r), {}).get(s)]
         ratios.append("%.2fx" % statistics.median(per) if per else "-")
@@ -192,6 +214,7 @@ EOF
 )
 suffix= title=
 if [ "$rails" = 1 ]; then suffix=-rails title=", two rails"; fi
+if [ -n "$rate" ]; then suffix=$suffix-$rate title="$title, every veth capped at $rate (tc tbf)"; fi
 failed="none"
 [ -s "$tmp/failed" ] && failed=$(sed 's/^/- /' "$tmp/failed")
 btype=$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$build/CMakeCache.txt")
@@ -200,7 +223,7 @@ cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')
 text="# Hierarchical all-reduce, 2 netns nodes x 2 ranks$title
 
 $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs ($cpu), commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?').
-perf/hier_bench.sh -r $runs -n $iters -w $warmup$([ "$rails" = 1 ] && echo " --rails" || true): float32 sum, out of place,
+perf/hier_bench.sh -r $runs -n $iters -w $warmup$([ "$rails" = 1 ] && echo " --rails" || true)$([ -n "$rate" ] && echo " --rate $rate" || true): float32 sum, out of place,
 blocking; busbw in GB/s (median of $runs runs); ratios are medians of per-run ratios.
 GX_SOCKET_IFNAME=$ifname. gx-flat = the better of gx-ring and gx-rhd in each run.
 Load average (1, 5, 15 min) before each run and after the last: $loads.
