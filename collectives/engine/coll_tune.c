@@ -489,9 +489,9 @@ static void fmt_size(char *buf, size_t len, size_t b)
 
 /* The rails' algorithm per all-reduce size: each candidate's predicted time
  * for the 1/L shard and the pick (the `rail` column above). */
-static void print_rails(FILE *f, const struct node_shape *sh)
+static void print_rails(FILE *f, const struct node_shape *sh, const struct link_cost *net)
 {
-    struct link_cost rl = rail_link(sh, &link_tcp);
+    struct link_cost rl = rail_link(sh, net);
     enum coll_algo want = forced_rail();
     fprintf(f, "\nhier rails: one all-reduce of the 1/%d shard among %d nodes per rail "
             "(GX_HIER_RAIL=%s; * = the rail's algorithm)\n", sh->L, sh->nodes,
@@ -521,15 +521,22 @@ static void print_rails(FILE *f, const struct node_shape *sh)
 
 int gx_coll_tuning_print(FILE *f, int nranks, int nnodes)
 {
+    return gx_coll_tuning_print_net(f, nranks, nnodes, 0, 0);
+}
+
+int gx_coll_tuning_print_net(FILE *f, int nranks, int nnodes, double net_alpha, double net_beta)
+{
+    struct link_cost given = { "given (--link)", net_alpha, net_beta };
+    const struct link_cost *net = net_alpha > 0 && net_beta > 0 ? &given : &link_tcp;
     if (nranks < 1 || nnodes < 1 || nnodes > nranks)
         return gx_fail(GX_EINVAL, GX_SUB_COLL, "tuning: need 1 <= nodes (%d) <= ranks (%d)",
                        nnodes, nranks);
-    const struct link_cost *l = nnodes > 1 ? &link_tcp : &link_shm;
+    const struct link_cost *l = nnodes > 1 ? net : &link_shm;
     fprintf(f, "collective algorithms for %d rank(s) on %d node(s)\n", nranks, nnodes);
     fprintf(f, "cost model: link %s alpha %.1f us, %.2f GB/s; reduction %.2f GB/s; "
             "pipelining chunk GX_COLL_CHUNK=%s\n", l->name, l->alpha * 1e6, 1e-9 / l->beta,
             1e-9 / gamma_reduce, gx_param_text(&gx_param_coll_chunk));
-    if (nnodes > 1)
+    if (nnodes > 1 && net == &link_tcp)
         fprintf(f, "(a communicator across nodes replaces the tcp figures with its own link's, "
                 "probed at set-up: GX_COLL_PROBE; GX_DEBUG=info shows them)\n");
     fprintf(f, "GX_ALGO=%s\n\n", gx_param_text(&gx_param_algo));
@@ -560,18 +567,18 @@ int gx_coll_tuning_print(FILE *f, int nranks, int nnodes)
                                           COLL_ALGO_HIER };
     for (size_t b = 4; b <= ((size_t)1 << 30); b *= 4) {
         bool forced_flag;
-        enum coll_algo c = choose(COLL_ALLREDUCE, b, nranks, &sh, arena, &link_tcp,
+        enum coll_algo c = choose(COLL_ALLREDUCE, b, nranks, &sh, arena, net,
                                   &forced_flag);
         enum coll_algo rail = COLL_ALGO_RING;
-        double th = predict_hier(b, &sh, &link_tcp, &rail), flat = -1;
+        double th = predict_hier(b, &sh, net, &rail), flat = -1;
         char sz[16];
         fmt_size(sz, sizeof(sz), b);
         fprintf(f, "%10s", sz);
         for (int i = 0; i < 7; i++) {
             char t[24], cell[32];
             double p = ar[i] == COLL_ALGO_HIER ? th
-                                               : coll_predict(COLL_ALLREDUCE, ar[i], b, nranks,
-                                                              nnodes);
+                                               : predict(COLL_ALLREDUCE, ar[i], b, nranks, nnodes,
+                                                         net);
             if (ar[i] != COLL_ALGO_HIER && p >= 0 && (ar[i] != COLL_ALGO_SHM || arena) &&
                 (flat < 0 || p < flat))
                 flat = p;
@@ -586,7 +593,7 @@ int gx_coll_tuning_print(FILE *f, int nranks, int nnodes)
                 forced_flag ? " (GX_ALGO)" : "", ratio);
     }
     if (hier_applies(&sh))
-        print_rails(f, &sh);
+        print_rails(f, &sh, net);
     fprintf(f, "\nother collectives (chosen algorithm and predicted time; bytes per rank's "
             "block for allgather, reduce_scatter, gather, scatter, alltoall)\n");
     fprintf(f, "%10s", "bytes");
@@ -599,10 +606,10 @@ int gx_coll_tuning_print(FILE *f, int nranks, int nnodes)
         fprintf(f, "%10s", sz);
         for (int k = 1; k < COLL_KIND_COUNT; k++) {
             bool forced_flag;
-            enum coll_algo c = choose((enum coll_kind)k, b, nranks, &sh, arena, &link_tcp,
+            enum coll_algo c = choose((enum coll_kind)k, b, nranks, &sh, arena, net,
                                       &forced_flag);
             char t[24], cell[40];
-            fmt_time(t, sizeof(t), coll_predict((enum coll_kind)k, c, b, nranks, nnodes));
+            fmt_time(t, sizeof(t), predict((enum coll_kind)k, c, b, nranks, nnodes, net));
             snprintf(cell, sizeof(cell), "%s %s", coll_algo_name(c), t);
             fprintf(f, " %18s", cell);
         }
