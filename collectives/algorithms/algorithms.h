@@ -4,7 +4,8 @@
  * the builder of engine/schedule.h and nothing else.
  *
  * Owns: one file per algorithm family (ring, rd, rhd, tree/chain, dbtree,
- * bcast, linear, hier; ring and rhd also over a group of ranks). Must not
+ * bcast, linear, hier; ring, rhd, tree and dbtree all-reduce also over a
+ * group of ranks). Must not
  * touch: the engine that runs schedules
  * (coll_engine.h), the transport (transport/), the arena's internals.
  * The rule is checked at configure time (cmake/GxRooms.cmake).
@@ -54,6 +55,25 @@ int rhd_allreduce_group(struct coll_op *op, const struct coll_group *g, const vo
                         void *recvbuf, size_t count);
 uint32_t rhd_group_msgs(int n);
 size_t rhd_group_scratch(size_t count, size_t es);
+/* Binomial tree (reduce to member 0, broadcast) and double binary tree over
+ * a group; their scratch depends on g->n and g->me. */
+int tree_allreduce_group(struct coll_op *op, const struct coll_group *g, const void *sendbuf,
+                         void *recvbuf, size_t count);
+uint32_t tree_group_msgs(size_t count, size_t es);
+size_t tree_group_scratch(const struct coll_group *g, size_t count, size_t es);
+int dbtree_allreduce_group(struct coll_op *op, const struct coll_group *g, const void *sendbuf,
+                           void *recvbuf, size_t count);
+uint32_t dbtree_group_msgs(size_t count, size_t es);
+size_t dbtree_group_scratch(const struct coll_group *g, size_t count, size_t es);
+/* A rail of the hierarchical all-reduce (coll_hier_rail.c): the algorithm
+ * op->inner_algo names (ring|rhd|tree|dbtree; anything else: ring), its
+ * messages and scratch for `count` elements over n members, the in-place
+ * all-reduce of buf. */
+enum coll_algo hier_rail_algo(enum coll_algo inner);
+uint32_t hier_rail_msgs(enum coll_algo rail, int n, size_t count, size_t es);
+size_t hier_rail_scratch(enum coll_algo rail, const struct coll_group *g, size_t count, size_t es);
+int hier_rail_allreduce(struct coll_op *op, enum coll_algo rail, const struct coll_group *g,
+                        void *buf, size_t count);
 
 /* Algorithms: build the schedule of op (args in op->a, comm in op->comm). */
 int ring_allreduce_build(struct coll_op *op);

@@ -29,6 +29,9 @@
  * child's partial sum to its own, then the right child's), and the root's
  * result (averaged there for GX_AVG) is copied down to everyone, so all
  * ranks hold identical bits.
+ *
+ * The all-reduce also runs over a group of ranks (algorithms.h), so the
+ * hierarchical all-reduce can use it along a rail.
  */
 #include <stdlib.h>
 
@@ -108,9 +111,13 @@ int dbtree_depth(int n)
     return d;
 }
 
-/* One half of the vector and its tree, as this rank sees them. */
+/* One half of the vector and its tree, as this rank sees them (links in
+ * comm ranks). */
 struct dbtree_half {
     struct dbtree_links links;
+    const char *sb;         /* the group's vector */
+    char *rb;
+    bool avg;               /* the root finishes GX_AVG */
     size_t off, len;        /* elements */
     int nch;                /* chunks */
     uint32_t msg_up, msg_down;
@@ -121,13 +128,12 @@ struct dbtree_half {
  * pass the subtree's sum up, take the result from above and pass it down. */
 static void dbtree_chunk(struct coll_op *op, const struct dbtree_half *h, int c)
 {
-    const struct coll_args *a = &op->a;
-    size_t es = a->es;
+    size_t es = op->a.es;
     size_t rel = block_off(h->len, h->nch, c), cl = block_len(h->len, h->nch, c);
     if (!cl)
         return;
-    char *acc = (char *)a->recvbuf + (h->off + rel) * es;
-    const char *have = (const char *)a->sendbuf + (h->off + rel) * es;
+    char *acc = h->rb + (h->off + rel) * es;
+    const char *have = h->sb + (h->off + rel) * es;
     uint32_t up = h->msg_up + (uint32_t)c, down = h->msg_down + (uint32_t)c;
     int summed = -1;
     for (int k = 0; k < 2; k++) {
@@ -145,7 +151,7 @@ static void dbtree_chunk(struct coll_op *op, const struct dbtree_half *h, int c)
         result = cs_recv(op, h->links.parent, down, acc, cl * es, sent, -1, -1);
     } else {
         result = summed; /* the root (n >= 2) always has a child */
-        if (a->op == GX_AVG)
+        if (h->avg)
             result = cs_avg(op, acc, cl, result, -1, -1);
     }
     for (int k = 0; k < 2; k++)
@@ -158,31 +164,70 @@ static int child_count(const struct dbtree_links *l)
     return (l->child[0] >= 0) + (l->child[1] >= 0);
 }
 
+uint32_t dbtree_group_msgs(size_t count, size_t es)
+{
+    uint32_t m = 0;
+    for (int t = 0; t < 2; t++)
+        m += 2 * (uint32_t)coll_chunks(block_len(count, 2, t) * es); /* up and down */
+    return m;
+}
+
+size_t dbtree_group_scratch(const struct coll_group *g, size_t count, size_t es)
+{
+    size_t bytes = 0;
+    for (int t = 0; t < 2; t++) {
+        struct dbtree_links l;
+        dbtree_links(g->n, g->me, t, &l);
+        bytes += (size_t)child_count(&l) * block_len(count, 2, t) * es;
+    }
+    return bytes;
+}
+
 int dbtree_allreduce_build(struct coll_op *op)
 {
-    const struct coll_args *a = &op->a;
-    int n = op->comm->size, r = op->comm->rank;
-    size_t es = a->es, count = a->count;
+    struct coll_group g = coll_group_all(op);
+    return dbtree_allreduce_group(op, &g, op->a.sendbuf, op->a.recvbuf, op->a.count);
+}
+
+/* Over a group (algorithms.h): the trees are built over member indices,
+ * which become comm ranks through coll_group_rank; messages are numbered
+ * from g->msg_base (dbtree_group_msgs of them). */
+int dbtree_allreduce_group(struct coll_op *op, const struct coll_group *g, const void *sendbuf,
+                           void *recvbuf, size_t count)
+{
+    int n = g->n, r = g->me;
+    size_t es = op->a.es;
     if (n == 1 || count == 0) {
-        cs_copy(op, a->recvbuf, a->sendbuf, count * es, -1, -1, -1);
+        int cp = cs_copy(op, recvbuf, sendbuf, count * es, -1, -1, -1);
+        if (g->avg && count)
+            cs_avg(op, recvbuf, count, cp, -1, -1);
         return GX_OK;
     }
     struct dbtree_half h[2];
-    size_t scratch_bytes = 0;
-    uint32_t msg = 0;
+    size_t scratch_bytes = dbtree_group_scratch(g, count, es);
+    uint32_t msg = g->msg_base;
     for (int t = 0; t < 2; t++) {
-        dbtree_links(n, r, t, &h[t].links);
+        struct dbtree_links *l = &h[t].links;
+        dbtree_links(n, r, t, l);
+        l->parent = l->parent >= 0 ? coll_group_rank(g, l->parent) : -1;
+        for (int k = 0; k < 2; k++)
+            l->child[k] = l->child[k] >= 0 ? coll_group_rank(g, l->child[k]) : -1;
+        h[t].sb = sendbuf;
+        h[t].rb = recvbuf;
+        h[t].avg = g->avg;
         h[t].off = block_off(count, 2, t);
         h[t].len = block_len(count, 2, t); /* half 1 is empty for count 1 */
         h[t].nch = coll_chunks(h[t].len * es);
         h[t].msg_up = msg;
         h[t].msg_down = msg + (uint32_t)h[t].nch;
         msg += 2 * (uint32_t)h[t].nch;
-        scratch_bytes += (size_t)child_count(&h[t].links) * h[t].len * es;
     }
-    char *scratch = scratch_bytes ? cs_scratch(op, scratch_bytes) : NULL;
-    if (scratch_bytes && !scratch)
-        return GX_OK; /* build_status says GX_ENOMEM */
+    char *scratch = NULL;
+    if (scratch_bytes) {
+        scratch = g->scratch ? g->scratch : cs_scratch(op, scratch_bytes);
+        if (!scratch)
+            return GX_OK; /* build_status says GX_ENOMEM */
+    }
     for (int t = 0; t < 2; t++) {
         for (int k = 0; k < 2; k++) {
             h[t].slot[k] = NULL;

@@ -8,7 +8,8 @@
  *       of its node's sum (the ring leaves member i with block i+1)
  *   (b) rail all-reduce of each shard between nodes: r1 <-> r3 (shard 0),
  *       r0 <-> r2 (shard 1), in parallel, each with the rail's algorithm
- *       (ring or rhd, the cost model's pick: op->inner_algo)
+ *       (ring, rhd, tree or dbtree, the cost model's pick: op->inner_algo;
+ *       coll_hier_rail.c)
  *   (c) ring all-gather inside the node: every rank gets every shard
  *
  * Pipelining: the vector is cut into up to 4 segments (coll_hier_segments) and
@@ -100,9 +101,7 @@ static void segment_msgs(const struct gx_comm *c, const struct hier_layout *h, e
         if (k > *intra)
             *intra = k;
     }
-    struct coll_group g = { .n = h->nodes };
-    *per_shard = rail == COLL_ALGO_RHD ? rhd_group_msgs(h->nodes)
-                                       : ring_group_msgs(&g, block_len(seg_len, h->L, 0), es);
+    *per_shard = hier_rail_msgs(rail, h->nodes, block_len(seg_len, h->L, 0), es);
 }
 
 int hier_allreduce_build(struct coll_op *op)
@@ -120,7 +119,7 @@ int hier_allreduce_build(struct coll_op *op)
         return GX_OK;
     }
     int L = h.L, N = h.nodes, s = c->local_size, me_local = c->local_rank;
-    enum coll_algo rail = op->inner_algo == COLL_ALGO_RHD ? COLL_ALGO_RHD : COLL_ALGO_RING;
+    enum coll_algo rail = hier_rail_algo(op->inner_algo);
     size_t *bounds = malloc((size_t)(L + 1) * sizeof(size_t));
     int *rail_ranks = malloc((size_t)N * sizeof(int));
     int rc = GX_OK;
@@ -160,9 +159,8 @@ int hier_allreduce_build(struct coll_op *op)
         need += align_up(s > 1 ? ring_group_scratch(&g, len, es) : 0);
         for (int j = j0; j < j1; j++) {
             size_t sl = block_len(len, L, j);
-            struct coll_group gr = { .n = N };
-            need += align_up(rail == COLL_ALGO_RHD ? rhd_group_scratch(sl, es)
-                                                   : ring_group_scratch(&gr, sl, es));
+            struct coll_group gr = { .n = N, .me = c->node_index };
+            need += align_up(hier_rail_scratch(rail, &gr, sl, es));
         }
     }
     char *scratch = cs_scratch(op, need), *next = scratch;
@@ -195,13 +193,8 @@ int hier_allreduce_build(struct coll_op *op)
                                      .msg_base = (uint32_t)k * seg_msgs + intra +
                                                  (uint32_t)j * per_shard,
                                      .avg = a->op == GX_AVG, .scratch = next };
-            if (rail == COLL_ALGO_RHD) {
-                next += align_up(rhd_group_scratch(sl, es));
-                rc = rhd_allreduce_group(op, &gr, rbk + so * es, rbk + so * es, sl);
-            } else {
-                next += align_up(ring_group_scratch(&gr, sl, es));
-                rc = ring_allreduce_group(op, &gr, rbk + so * es, rbk + so * es, sl);
-            }
+            next += align_up(hier_rail_scratch(rail, &gr, sl, es));
+            rc = hier_rail_allreduce(op, rail, &gr, rbk + so * es, sl);
             if (rc != GX_OK)
                 goto out;
         }
@@ -215,7 +208,7 @@ int hier_allreduce_build(struct coll_op *op)
         GX_TRACE(GX_SUB_COLL, "allreduce #%llu: hier segment %d of %d: node reduce-scatter "
                  "steps %d-%d, rails (shards %d-%d, %s) steps %d-%d, node all-gather steps "
                  "%d-%d", (unsigned long long)op->seq, k + 1, K, rs_first, rail_first - 1,
-                 j0, j1 - 1, rail == COLL_ALGO_RHD ? "rhd" : "ring", rail_first, from - 1,
+                 j0, j1 - 1, coll_algo_name(rail), rail_first, from - 1,
                  from, op->nsteps - 1);
     }
 out:

@@ -9,7 +9,9 @@
  * binary tree, coll_dbtree.c, also halves the bandwidth term at large
  * sizes). Each rank combines its own contribution with
  * its children's in a fixed order (own, then children by increasing
- * distance); the broadcast then gives all ranks the root's bits.
+ * distance); the broadcast then gives all ranks the root's bits. The
+ * all-reduce also runs over a group of ranks (algorithms.h), so the
+ * hierarchical all-reduce can use it along a rail.
  */
 #include <stdlib.h>
 
@@ -21,19 +23,23 @@ static int lowbit(int v)
     return v & -v;
 }
 
-/* Reduce `sb` over the tree into `acc` on the root (and partial sums into
- * `acc` elsewhere). done[c] receives, per chunk, the step after which the
- * root's chunk is complete (root) or the chunk's send to the parent (others).
- * `scratch` holds one vector per child. */
-static void reduce_phase(struct coll_op *op, int root, const char *sb, char *acc, char *scratch,
-                         int nch, uint32_t msg_base, int *done)
+/* The tree runs over a group (algorithms.h): member indices below become
+ * comm ranks through coll_group_rank; `root` is a member index. */
+
+/* Reduce `sb` (count elements) over the tree into `acc` on the root (and
+ * partial sums into `acc` elsewhere); GX_AVG finishes on the root when
+ * g->avg. done[c] receives, per chunk, the step after which the root's chunk
+ * is complete (root) or the chunk's send to the parent (others). `scratch`
+ * holds one vector per child. */
+static void reduce_phase(struct coll_op *op, const struct coll_group *g, int root, const char *sb,
+                         char *acc, char *scratch, size_t count, int nch, uint32_t msg_base,
+                         int *done)
 {
-    const struct coll_args *a = &op->a;
-    int n = op->comm->size, r = op->comm->rank;
-    size_t es = a->es, count = a->count, bytes = count * es;
+    int n = g->n, r = g->me;
+    size_t es = op->a.es, bytes = count * es;
     int v = (r - root + n) % n;
     int limit = v ? lowbit(v) : n; /* children are v + m for m < limit */
-    int parent = v ? ((v - lowbit(v)) + root) % n : -1;
+    int parent = v ? coll_group_rank(g, ((v - lowbit(v)) + root) % n) : -1;
     for (int c = 0; c < nch; c++) {
         size_t co = block_off(count, nch, c), cl = block_len(count, nch, c);
         done[c] = -1;
@@ -42,7 +48,7 @@ static void reduce_phase(struct coll_op *op, int root, const char *sb, char *acc
         int comb = -1, k = 0;
         const char *have = sb + co * es;
         for (int m = 1; m < limit && v + m < n; m <<= 1, k++) {
-            int child = (v + m + root) % n;
+            int child = coll_group_rank(g, (v + m + root) % n);
             char *slot = scratch + (size_t)k * bytes + co * es;
             int rv = cs_recv(op, child, msg_base + (uint32_t)c, slot, cl * es, -1, -1, -1);
             comb = cs_reduce3(op, acc + co * es, have, slot, cl, rv, comb, -1);
@@ -53,7 +59,7 @@ static void reduce_phase(struct coll_op *op, int root, const char *sb, char *acc
         } else {
             if (comb < 0) /* no children: n == 1 */
                 comb = cs_copy(op, acc + co * es, sb + co * es, cl * es, -1, -1, -1);
-            if (a->op == GX_AVG)
+            if (g->avg)
                 comb = cs_avg(op, acc + co * es, cl, comb, -1, -1);
             done[c] = comb;
         }
@@ -68,15 +74,14 @@ static int tree_children(int v, int n)
     return k;
 }
 
-/* Broadcast the root's `src` into `rb` everywhere. ready[c] (may be NULL)
- * is a step each chunk waits for: on the root before sending it, elsewhere
- * before receiving into it. */
-static void bcast_phase(struct coll_op *op, int root, const char *src, char *rb, int nch,
-                        uint32_t msg_base, const int *ready)
+/* Broadcast the root's `src` (count elements) into `rb` everywhere.
+ * ready[c] (may be NULL) is a step each chunk waits for: on the root before
+ * sending it, elsewhere before receiving into it. */
+static void bcast_phase(struct coll_op *op, const struct coll_group *g, int root, const char *src,
+                        char *rb, size_t count, int nch, uint32_t msg_base, const int *ready)
 {
-    const struct coll_args *a = &op->a;
-    int n = op->comm->size, r = op->comm->rank;
-    size_t es = a->es, count = a->count;
+    int n = g->n, r = g->me;
+    size_t es = op->a.es;
     int v = (r - root + n) % n;
     int limit = v ? lowbit(v) : n;
     int top = 1;
@@ -89,15 +94,15 @@ static void bcast_phase(struct coll_op *op, int root, const char *src, char *rb,
         int dep = ready ? ready[c] : -1;
         const char *from = src + co * es;
         if (v) {
-            int parent = ((v - lowbit(v)) + root) % n;
+            int parent = coll_group_rank(g, ((v - lowbit(v)) + root) % n);
             dep = cs_recv(op, parent, msg_base + (uint32_t)c, rb + co * es, cl * es, dep, -1, -1);
             from = rb + co * es;
         }
         /* Farthest child first: it heads the biggest subtree. */
         for (int m = top; m >= 1; m >>= 1)
             if (m < limit && v + m < n)
-                cs_send(op, (v + m + root) % n, msg_base + (uint32_t)c, from, cl * es, dep, -1,
-                        -1);
+                cs_send(op, coll_group_rank(g, (v + m + root) % n), msg_base + (uint32_t)c,
+                        from, cl * es, dep, -1, -1);
     }
 }
 
@@ -109,7 +114,8 @@ int tree_bcast_build(struct coll_op *op)
         cs_copy(op, a->recvbuf, a->sendbuf, bytes, -1, -1, -1);
     if (op->comm->size == 1 || bytes == 0)
         return GX_OK;
-    bcast_phase(op, a->root, a->sendbuf, a->recvbuf, coll_chunks(bytes), 0, NULL);
+    struct coll_group g = coll_group_all(op);
+    bcast_phase(op, &g, a->root, a->sendbuf, a->recvbuf, a->count, coll_chunks(bytes), 0, NULL);
     return GX_OK;
 }
 
@@ -126,8 +132,9 @@ int tree_reduce_build(struct coll_op *op)
     char *scratch = cs_scratch(op, (size_t)(kids + (r != a->root)) * bytes);
     int *done = malloc((size_t)nch * sizeof(int));
     if (scratch && done) {
+        struct coll_group g = coll_group_all(op);
         char *acc = r == a->root ? a->recvbuf : scratch + (size_t)kids * bytes;
-        reduce_phase(op, a->root, a->sendbuf, acc, scratch, nch, 0, done);
+        reduce_phase(op, &g, a->root, a->sendbuf, acc, scratch, a->count, nch, 0, done);
     } else {
         op->build_status = GX_ENOMEM;
     }
@@ -135,24 +142,42 @@ int tree_reduce_build(struct coll_op *op)
     return GX_OK;
 }
 
+uint32_t tree_group_msgs(size_t count, size_t es)
+{
+    return 2 * (uint32_t)coll_chunks(count * es); /* a reduce and a broadcast per chunk */
+}
+
+size_t tree_group_scratch(const struct coll_group *g, size_t count, size_t es)
+{
+    int kids = tree_children(g->me, g->n);
+    return (size_t)(kids ? kids : 1) * count * es;
+}
+
 int tree_allreduce_build(struct coll_op *op)
 {
-    const struct coll_args *a = &op->a;
-    int n = op->comm->size, r = op->comm->rank;
-    size_t bytes = a->count * a->es;
-    if (n == 1 || bytes == 0) {
-        cs_copy(op, a->recvbuf, a->sendbuf, bytes, -1, -1, -1);
+    struct coll_group g = coll_group_all(op);
+    return tree_allreduce_group(op, &g, op->a.sendbuf, op->a.recvbuf, op->a.count);
+}
+
+/* Reduce to member 0, then broadcast from it; in place when sendbuf ==
+ * recvbuf (a chunk is overwritten by the broadcast only after it went up). */
+int tree_allreduce_group(struct coll_op *op, const struct coll_group *g, const void *sendbuf,
+                         void *recvbuf, size_t count)
+{
+    size_t es = op->a.es, bytes = count * es;
+    if (g->n == 1 || bytes == 0) {
+        int cp = cs_copy(op, recvbuf, sendbuf, bytes, -1, -1, -1);
+        if (g->avg && count)
+            cs_avg(op, recvbuf, count, cp, -1, -1);
         return GX_OK;
     }
-    int kids = tree_children(r, n);
     int nch = coll_chunks(bytes);
-    char *scratch = cs_scratch(op, (size_t)(kids ? kids : 1) * bytes);
+    char *scratch = g->scratch ? g->scratch : cs_scratch(op, tree_group_scratch(g, count, es));
     int *done = malloc((size_t)nch * sizeof(int));
     if (scratch && done) {
-        /* Partial sums in recvbuf; rank 0's becomes the result. A chunk is
-         * overwritten by the broadcast only after it went to the parent. */
-        reduce_phase(op, 0, a->sendbuf, a->recvbuf, scratch, nch, 0, done);
-        bcast_phase(op, 0, a->recvbuf, a->recvbuf, nch, (uint32_t)nch, done);
+        /* Partial sums in recvbuf; member 0's becomes the result. */
+        reduce_phase(op, g, 0, sendbuf, recvbuf, scratch, count, nch, g->msg_base, done);
+        bcast_phase(op, g, 0, recvbuf, recvbuf, count, nch, g->msg_base + (uint32_t)nch, done);
     } else {
         op->build_status = GX_ENOMEM;
     }

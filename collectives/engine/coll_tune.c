@@ -35,9 +35,11 @@ GX_PARAM_DEFINE(gx_param_coll_chunk, "GX_COLL_CHUNK", GX_PARAM_SIZE, "256K", NUL
                 "Pipelining chunk of the ring, chain and tree collectives (at most 64 chunks "
                 "per block).");
 
-GX_PARAM_DEFINE(gx_param_hier_rail, "GX_HIER_RAIL", GX_PARAM_ENUM, "auto", "auto|ring|rhd",
+GX_PARAM_DEFINE(gx_param_hier_rail, "GX_HIER_RAIL", GX_PARAM_ENUM, "auto",
+                "auto|ring|rhd|tree|dbtree",
                 "The rails' all-reduce inside the hierarchical all-reduce (GX_ALGO=hier): "
-                "ring|rhd|auto (auto: the cost model's pick for a 1/L shard over the network). "
+                "ring|rhd|tree|dbtree|auto (auto: the cost model's pick for a 1/L shard over "
+                "the network among the four). "
                 "Must be the same on every rank (a mismatch fails with GX_EMISMATCH).");
 
 struct link_cost {
@@ -319,6 +321,52 @@ static bool hier_applies(const struct node_shape *sh)
     return sh->nodes > 1 && sh->L > 1;
 }
 
+/* The rails' candidates, in the order ties go. */
+#define RAIL_ALGOS 4
+static const enum coll_algo rail_algos[RAIL_ALGOS] = { COLL_ALGO_RING, COLL_ALGO_RHD,
+                                                       COLL_ALGO_TREE, COLL_ALGO_DBTREE };
+
+/* GX_HIER_RAIL: COLL_ALGO_AUTO, or the forced rail algorithm. */
+static enum coll_algo forced_rail(void)
+{
+    int i = 0; /* malformed: gx_param_check_environment failed init already */
+    (void)gx_param_enum(&gx_param_hier_rail, &i);
+    return i >= 1 && i <= RAIL_ALGOS ? rail_algos[i - 1] : COLL_ALGO_AUTO;
+}
+
+/* One rail: an all-reduce of `shard` bytes among `nodes` ranks (one per
+ * node) over `link`, by the fastest of ring, rhd, tree and dbtree (the flat
+ * model, predict), or by `want` (not AUTO). Returns its time; *out (may be
+ * NULL) gets the algorithm, times[] (may be NULL) each candidate's. */
+static double rail_pick(size_t shard, int nodes, const struct link_cost *link,
+                        enum coll_algo want, enum coll_algo *out, double times[RAIL_ALGOS])
+{
+    enum coll_algo best = COLL_ALGO_RING;
+    double best_t = -1;
+    for (int i = 0; i < RAIL_ALGOS; i++) {
+        double t = predict(COLL_ALLREDUCE, rail_algos[i], shard, nodes, nodes, link);
+        if (times)
+            times[i] = t;
+        bool pick = want != COLL_ALGO_AUTO ? rail_algos[i] == want
+                                             : t >= 0 && (best_t < 0 || t < best_t);
+        if (pick) {
+            best = rail_algos[i];
+            best_t = t;
+        }
+    }
+    if (out)
+        *out = best;
+    return best_t;
+}
+
+/* A rail's link: the network link with its bandwidth shared by the node's L
+ * rails over min(L, GX_SOCKET_IFNAME entries) links. */
+static struct link_cost rail_link(const struct node_shape *sh, const struct link_cost *net)
+{
+    int links = sh->rails < 1 ? 1 : sh->rails > sh->L ? sh->L : sh->rails;
+    return (struct link_cost){ "rail", net->alpha, net->beta * sh->L / links };
+}
+
 /* Three phases per segment: a ring reduce-scatter of the segment inside the
  * node (shm links), one all-reduce of a 1/L shard along each rail (the
  * network; the L rails of a node share its links - one, or as many as
@@ -334,15 +382,8 @@ static double predict_hier(size_t bytes, const struct node_shape *sh,
     const struct link_cost *l = &link_shm;
     double t_rs = (L - 1) * (l->alpha + shard * (l->beta + gamma_reduce));
     double t_ag = (L - 1) * (l->alpha + shard * l->beta);
-    int links = sh->rails < 1 ? 1 : sh->rails > sh->L ? sh->L : sh->rails;
-    struct link_cost rail = { "rail", net->alpha, net->beta * L / links };
-    double ring = predict(COLL_ALLREDUCE, COLL_ALGO_RING, (size_t)shard, sh->nodes, sh->nodes,
-                          &rail);
-    double rhd = predict(COLL_ALLREDUCE, COLL_ALGO_RHD, (size_t)shard, sh->nodes, sh->nodes,
-                         &rail);
-    double t_rail = rhd < ring ? rhd : ring;
-    if (rail_out)
-        *rail_out = rhd < ring ? COLL_ALGO_RHD : COLL_ALGO_RING;
+    struct link_cost rail = rail_link(sh, net);
+    double t_rail = rail_pick((size_t)shard, sh->nodes, &rail, forced_rail(), rail_out, NULL);
     int K = coll_hier_segments(bytes);
     double sum = t_rs + t_rail + t_ag, mx = t_rs;
     mx = t_rail > mx ? t_rail : mx;
@@ -413,13 +454,9 @@ enum coll_algo coll_hier_rail_algo(const struct gx_comm *comm, size_t bytes)
 {
     struct link_cost probed;
     struct node_shape sh = comm_shape(comm);
-    enum coll_algo rail = COLL_ALGO_RING;
-    int forced_rail = 0; /* malformed: gx_param_check_environment failed init already */
-    (void)gx_param_enum(&gx_param_hier_rail, &forced_rail);
-    if (forced_rail == 1)
-        return COLL_ALGO_RING;
-    if (forced_rail == 2)
-        return COLL_ALGO_RHD;
+    enum coll_algo rail = forced_rail();
+    if (rail != COLL_ALGO_AUTO)
+        return rail;
     (void)predict_hier(bytes, &sh, comm_net(comm, &probed), &rail);
     return rail;
 }
@@ -450,17 +487,56 @@ static void fmt_size(char *buf, size_t len, size_t b)
         snprintf(buf, len, "%zu", b);
 }
 
+/* The rails' algorithm per all-reduce size: each candidate's predicted time
+ * for the 1/L shard and the pick (the `rail` column above). */
+static void print_rails(FILE *f, const struct node_shape *sh, const struct link_cost *net)
+{
+    struct link_cost rl = rail_link(sh, net);
+    enum coll_algo want = forced_rail();
+    fprintf(f, "\nhier rails: one all-reduce of the 1/%d shard among %d nodes per rail "
+            "(GX_HIER_RAIL=%s; * = the rail's algorithm)\n", sh->L, sh->nodes,
+            gx_param_text(&gx_param_hier_rail));
+    fprintf(f, "%10s %10s", "bytes", "shard");
+    for (int i = 0; i < RAIL_ALGOS; i++)
+        fprintf(f, " %11s", coll_algo_name(rail_algos[i]));
+    fprintf(f, "   rail\n");
+    for (size_t b = 4; b <= ((size_t)1 << 30); b *= 4) {
+        size_t shard = b / (size_t)sh->L;
+        double t[RAIL_ALGOS];
+        enum coll_algo pick;
+        (void)rail_pick(shard, sh->nodes, &rl, want, &pick, t);
+        char sz[16], shs[16];
+        fmt_size(sz, sizeof(sz), b);
+        fmt_size(shs, sizeof(shs), shard);
+        fprintf(f, "%10s %10s", sz, shs);
+        for (int i = 0; i < RAIL_ALGOS; i++) {
+            char tm[24], cell[32];
+            fmt_time(tm, sizeof(tm), t[i]);
+            snprintf(cell, sizeof(cell), "%s%s", tm, pick == rail_algos[i] ? "*" : "");
+            fprintf(f, " %11s", cell);
+        }
+        fprintf(f, "   %s%s\n", coll_algo_name(pick), want != COLL_ALGO_AUTO ? " (GX_HIER_RAIL)" : "");
+    }
+}
+
 int gx_coll_tuning_print(FILE *f, int nranks, int nnodes)
 {
+    return gx_coll_tuning_print_net(f, nranks, nnodes, 0, 0);
+}
+
+int gx_coll_tuning_print_net(FILE *f, int nranks, int nnodes, double net_alpha, double net_beta)
+{
+    struct link_cost given = { "given (--link)", net_alpha, net_beta };
+    const struct link_cost *net = net_alpha > 0 && net_beta > 0 ? &given : &link_tcp;
     if (nranks < 1 || nnodes < 1 || nnodes > nranks)
         return gx_fail(GX_EINVAL, GX_SUB_COLL, "tuning: need 1 <= nodes (%d) <= ranks (%d)",
                        nnodes, nranks);
-    const struct link_cost *l = nnodes > 1 ? &link_tcp : &link_shm;
+    const struct link_cost *l = nnodes > 1 ? net : &link_shm;
     fprintf(f, "collective algorithms for %d rank(s) on %d node(s)\n", nranks, nnodes);
     fprintf(f, "cost model: link %s alpha %.1f us, %.2f GB/s; reduction %.2f GB/s; "
             "pipelining chunk GX_COLL_CHUNK=%s\n", l->name, l->alpha * 1e6, 1e-9 / l->beta,
             1e-9 / gamma_reduce, gx_param_text(&gx_param_coll_chunk));
-    if (nnodes > 1)
+    if (nnodes > 1 && net == &link_tcp)
         fprintf(f, "(a communicator across nodes replaces the tcp figures with its own link's, "
                 "probed at set-up: GX_COLL_PROBE; GX_DEBUG=info shows them)\n");
     fprintf(f, "GX_ALGO=%s\n\n", gx_param_text(&gx_param_algo));
@@ -491,18 +567,18 @@ int gx_coll_tuning_print(FILE *f, int nranks, int nnodes)
                                           COLL_ALGO_HIER };
     for (size_t b = 4; b <= ((size_t)1 << 30); b *= 4) {
         bool forced_flag;
-        enum coll_algo c = choose(COLL_ALLREDUCE, b, nranks, &sh, arena, &link_tcp,
+        enum coll_algo c = choose(COLL_ALLREDUCE, b, nranks, &sh, arena, net,
                                   &forced_flag);
         enum coll_algo rail = COLL_ALGO_RING;
-        double th = predict_hier(b, &sh, &link_tcp, &rail), flat = -1;
+        double th = predict_hier(b, &sh, net, &rail), flat = -1;
         char sz[16];
         fmt_size(sz, sizeof(sz), b);
         fprintf(f, "%10s", sz);
         for (int i = 0; i < 7; i++) {
             char t[24], cell[32];
             double p = ar[i] == COLL_ALGO_HIER ? th
-                                               : coll_predict(COLL_ALLREDUCE, ar[i], b, nranks,
-                                                              nnodes);
+                                               : predict(COLL_ALLREDUCE, ar[i], b, nranks, nnodes,
+                                                         net);
             if (ar[i] != COLL_ALGO_HIER && p >= 0 && (ar[i] != COLL_ALGO_SHM || arena) &&
                 (flat < 0 || p < flat))
                 flat = p;
@@ -516,6 +592,8 @@ int gx_coll_tuning_print(FILE *f, int nranks, int nnodes)
         fprintf(f, "   %-6s %s%s%s\n", th >= 0 ? coll_algo_name(rail) : "-", coll_algo_name(c),
                 forced_flag ? " (GX_ALGO)" : "", ratio);
     }
+    if (hier_applies(&sh))
+        print_rails(f, &sh, net);
     fprintf(f, "\nother collectives (chosen algorithm and predicted time; bytes per rank's "
             "block for allgather, reduce_scatter, gather, scatter, alltoall)\n");
     fprintf(f, "%10s", "bytes");
@@ -528,10 +606,10 @@ int gx_coll_tuning_print(FILE *f, int nranks, int nnodes)
         fprintf(f, "%10s", sz);
         for (int k = 1; k < COLL_KIND_COUNT; k++) {
             bool forced_flag;
-            enum coll_algo c = choose((enum coll_kind)k, b, nranks, &sh, arena, &link_tcp,
+            enum coll_algo c = choose((enum coll_kind)k, b, nranks, &sh, arena, net,
                                       &forced_flag);
             char t[24], cell[40];
-            fmt_time(t, sizeof(t), coll_predict((enum coll_kind)k, c, b, nranks, nnodes));
+            fmt_time(t, sizeof(t), predict((enum coll_kind)k, c, b, nranks, nnodes, net));
             snprintf(cell, sizeof(cell), "%s %s", coll_algo_name(c), t);
             fprintf(f, " %18s", cell);
         }

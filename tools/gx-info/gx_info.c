@@ -220,12 +220,26 @@ int main(int argc, char **argv)
 {
     bool json = false, env = false, tuning = false;
     int tune_ranks = 0, tune_nodes = 1;
+    double link_alpha = 0, link_beta = 0; /* --link: 0 = the tcp defaults */
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--tuning") == 0) {
             tuning = true;
         } else if ((strcmp(argv[i], "-n") == 0 || strcmp(argv[i], "--nodes") == 0) &&
                    i + 1 < argc) {
             *(argv[i][1] == 'n' ? &tune_ranks : &tune_nodes) = atoi(argv[i + 1]);
+            i++;
+        } else if (strcmp(argv[i], "--link") == 0 && i + 1 < argc) {
+            char *end = NULL, *end2 = NULL;
+            double us = strtod(argv[i + 1], &end), gbps = 0;
+            if (end && *end == ':')
+                gbps = strtod(end + 1, &end2);
+            if (!end2 || *end2 || !(us > 0) || !(gbps > 0)) {
+                fprintf(stderr, "gx-info: --link '%s': expected ALPHA_US:GBPS, both > 0 "
+                        "(e.g. 5:12 for 5 us per message and 12 GB/s)\n", argv[i + 1]);
+                return 2;
+            }
+            link_alpha = us * 1e-6;
+            link_beta = 1.0 / (gbps * 1e9);
             i++;
         } else if (strcmp(argv[i], "--json") == 0) {
             json = true;
@@ -234,14 +248,18 @@ int main(int argc, char **argv)
         } else if (strcmp(argv[i], "--env") == 0) {
             env = true;
         } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            printf("usage: gx-info [--json] [--env] [--tuning -n N [--nodes M]] [--flight DIR]\n"
+            printf("usage: gx-info [--json] [--env] [--tuning -n N [--nodes M] [--link A:B]] "
+                   "[--flight DIR]\n"
                    "  (no option)  version, features and why each is off, providers, devices\n"
                    "  --json       the same as JSON\n"
                    "  --env        every GX_* variable: type, default, help, current value\n"
                    "  --flight DIR merge the flight-recorder dumps in DIR (GX_FLIGHT_DIR) and\n"
                    "               name the first collective where ranks diverged (exit 1)\n"
                    "  --tuning     collective algorithm per size for N ranks on M nodes, with\n"
-                   "               the cost model's predicted times (honours GX_ALGO)\n");
+                   "               the cost model's predicted times (honours GX_ALGO and\n"
+                   "               GX_HIER_RAIL; across nodes also each hier rail algorithm's)\n"
+                   "  --link A:B   with --tuning: a network link of A us per message and B GB/s\n"
+                   "               instead of the tcp defaults (what GX_COLL_PROBE measures)\n");
             return 0;
         } else {
             fprintf(stderr, "gx-info: unknown option '%s' (try --help)\n", argv[i]);
@@ -253,7 +271,8 @@ int main(int argc, char **argv)
             fprintf(stderr, "gx-info: --tuning needs -n RANKS (>= 1)\n");
             return 2;
         }
-        return gx_coll_tuning_print(stdout, tune_ranks, tune_nodes) == GX_OK ? 0 : 2;
+        return gx_coll_tuning_print_net(stdout, tune_ranks, tune_nodes, link_alpha,
+                                        link_beta) == GX_OK ? 0 : 2;
     }
     return env ? print_env() : print_info(json);
 }
