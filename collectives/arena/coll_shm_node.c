@@ -21,6 +21,15 @@
 #include "collectives/algorithms/algorithms.h"
 #include "collectives/arena/coll_shm.h"
 #include "collectives/comm/comm_internal.h"
+#include "common/log.h"
+
+/* The step of a phase's first raised in[] flag (tests aim GX_FAULT's kill at
+ * it: a rank dying inside the arena phase). */
+static void trace_first_flag(const struct coll_op *op, const char *phase, int wait_step)
+{
+    GX_TRACE(GX_SUB_COLL, "allreduce #%llu: hier arena %s: first flag step %d",
+             (unsigned long long)op->seq, phase, wait_step - 1);
+}
 
 /* Elements of one block a round carries (a sub-slot). */
 static size_t per_round(const struct coll_shm_arena *ar, const struct coll_group *g, size_t es)
@@ -82,6 +91,8 @@ static int node_rs(struct coll_op *op, const struct coll_group *g, const void *s
                 last = cs_copy(op, mine + (size_t)j * sub, sb + po * es, pl * es, last, -1, -1);
         }
         last = shm_all_staged(op, ar, &rd, last);
+        if (k == 0)
+            trace_first_flag(op, "reduce-scatter", last);
         piece(g, count, mb, rounds, k, &po, &pl);
         if (pl) {
             last = cs_reduce3(op, rb + po * es, sb + po * es,
@@ -111,6 +122,8 @@ static int node_ag(struct coll_op *op, const struct coll_group *g, void *recvbuf
         if (pl)
             last = cs_copy(op, shm_slot(ar, r, rd.b), rb + po * es, pl * es, last, -1, -1);
         last = shm_all_staged(op, ar, &rd, last);
+        if (k == 0)
+            trace_first_flag(op, "all-gather", last);
         for (int j = 1; j < n; j++) {
             int p = (r + j) % n; /* member p holds block p+1 */
             piece(g, count, (p + 1) % n, rounds, k, &po, &pl);
