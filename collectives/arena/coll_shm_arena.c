@@ -46,6 +46,12 @@ GX_PARAM_DEFINE(gx_param_hier_arena, "GX_HIER_ARENA", GX_PARAM_ENUM, "auto", "au
                 "node of 2+ ranks in a shared-memory arena per node (auto; not with "
                 "GX_COLL_SHM=off or where a node's ranks do not all reach each other over "
                 "shm), or with a ring of messages over the shm provider (off).");
+GX_PARAM_DEFINE(gx_param_hier_arena_slot, "GX_HIER_ARENA_SLOT", GX_PARAM_SIZE, "1M", NULL,
+                "Bytes of a rank's slot in a node arena of a communicator across nodes (two "
+                "per rank; a reduce-scatter round carries slot / ranks-on-the-node bytes of "
+                "each block). Larger than GX_COLL_SHM_SLOT: the hierarchical all-reduce "
+                "pipelines by segment, and every round is a synchronisation of the node's "
+                "ranks. The node's local rank 0's value is used.");
 
 #define ARENA_MAGIC 0x4e524158u /* "XARN" */
 
@@ -91,15 +97,19 @@ static bool wanted(struct gx_comm *c)
     return true;
 }
 
-static size_t slot_setting(void)
+static size_t slot_setting_of(const struct gx_param *p, size_t slot)
 {
-    size_t slot = 256 << 10;
-    (void)gx_param_size(&gx_param_coll_shm_slot, &slot);
+    (void)gx_param_size(p, &slot);
     if (slot < 4096)
         slot = 4096;
     if (slot > ((size_t)1 << 30))
         slot = (size_t)1 << 30;
     return (slot + 63) & ~(size_t)63;
+}
+
+static size_t slot_setting(void)
+{
+    return slot_setting_of(&gx_param_coll_shm_slot, 256 << 10);
 }
 
 static int make_segment(int n, size_t slot, void **map_out)
@@ -191,7 +201,8 @@ static struct coll_shm_arena *arena_new(void *map, int n, int rank, size_t slot)
 static bool node_wanted(struct gx_comm *c)
 {
     int mode = 0;
-    if (c->local_size < 2 || slot_setting() < (size_t)c->local_size * 16 ||
+    if (c->local_size < 2 ||
+        slot_setting_of(&gx_param_hier_arena_slot, 1 << 20) < (size_t)c->local_size * 16 ||
         gx_param_enum(&gx_param_hier_arena, &mode) != GX_OK || mode != 0 ||
         gx_param_enum(&gx_param_coll_shm, &mode) != GX_OK || mode != 0)
         return false;
@@ -220,7 +231,7 @@ static int node_open(struct gx_comm *c)
     struct arena_record mine = { .want = node_wanted(c), .pid = getpid(), .fd = -1 };
     void *map = NULL;
     if (me == 0 && mine.want) {
-        mine.slot_bytes = slot_setting();
+        mine.slot_bytes = slot_setting_of(&gx_param_hier_arena_slot, 1 << 20);
         mine.fd = make_segment(n, mine.slot_bytes, &map);
         if (mine.fd < 0)
             mine.want = 0;
