@@ -6,21 +6,24 @@
 # and 16 MiB. Per run and size both engines run, in alternating order (A B,
 # then B A), each twice (ITERS_LO and ITERS_HI timed iterations), so the CPU
 # cost of one all-reduce is (cpu(hi) - cpu(lo)) / (hi - lo): user+sys seconds
-# of all 4 ranks (the rusage of gx-run's children), start-up cancelled out.
+# of all ranks (the rusage of gx-run's children), start-up cancelled out.
 # Prints per size the median busbw (rank 0's, at ITERS_HI) and median CPU ms
 # per all-reduce for each engine and the median of per-run ratios; the load
 # average before every run. Loaded machines disturb busbw far more than CPU.
 #
-# usage: perf/hier_arena_bench.sh [-r RUNS] [-b BUILD_DIR]
+# usage: perf/hier_arena_bench.sh [-r RUNS] [-l RANKS_PER_NODE] [-b BUILD_DIR]
 #   BUILD_DIR: a gx build with gx-run and gx-perf (default: build)
+#   RANKS_PER_NODE: 2 (default) or more (2 x 4: 3/4 of the vector crosses
+#   the node arena per phase, 1/4 the network)
 # Needs root (network namespaces); they are always removed.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-runs=5 build=$here/../build lo=${ITERS_LO:-5} hi=${ITERS_HI:-25}
+runs=5 per=2 build=$here/../build lo=${ITERS_LO:-5} hi=${ITERS_HI:-25}
 while [ $# -gt 0 ]; do
     case "$1" in
     -r) runs=$2; shift 2 ;;
     -b) build=$2; shift 2 ;;
+    -l) per=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "hier_arena_bench.sh: unknown argument '$1'" >&2; exit 2 ;;
     esac
@@ -53,11 +56,11 @@ job() {
     local mode=$1 size=$2 iters=$3 port=$((20000 + RANDOM % 20000)) key="arenabench-$$-$RANDOM"
     local envs=(env GX_SOCKET_IFNAME==gxar0 GX_ALGO=allreduce:hier GX_HIER_ARENA="$mode")
     local args=(all_reduce -b "$size" -e "$size" -n "$iters" -w 2 -z 1 -c 0 -d float -o sum --csv --no-progress)
-    ip netns exec "$nsB" /usr/bin/time -f "%U %S" -o "$tmp/tB" "${envs[@]}" "$gxrun" -n 2 --nnodes 2 \
+    ip netns exec "$nsB" /usr/bin/time -f "%U %S" -o "$tmp/tB" "${envs[@]}" "$gxrun" -n "$per" --nnodes 2 \
         --node-rank 1 --master 10.239.0.1:$port --job-key "$key" --node-id nodeB --timeout 300 \
         "$gxperf" "${args[@]}" >/dev/null 2>"$tmp/errB" &
     local pid=$!
-    ip netns exec "$nsA" /usr/bin/time -f "%U %S" -o "$tmp/tA" "${envs[@]}" "$gxrun" -n 2 --nnodes 2 \
+    ip netns exec "$nsA" /usr/bin/time -f "%U %S" -o "$tmp/tA" "${envs[@]}" "$gxrun" -n "$per" --nnodes 2 \
         --node-rank 0 --master 10.239.0.1:$port --job-key "$key" --node-id nodeA --timeout 300 \
         "$gxperf" "${args[@]}" >"$tmp/out" 2>"$tmp/errA" || { cat "$tmp/errA" >&2; return 1; }
     wait "$pid" || { cat "$tmp/errB" >&2; return 1; }
@@ -83,7 +86,7 @@ for ((run = 0; run < runs; run++)); do
     done
 done
 echo "load end $(cut -d' ' -f1-3 /proc/loadavg)" >>"$tmp/rows"
-python3 - "$tmp/rows" "$lo" "$hi" <<'PY'
+python3 - "$tmp/rows" "$lo" "$hi" "$per" <<'PY'
 import statistics, sys
 rows, lo, hi = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 d, loads = {}, []
@@ -107,5 +110,5 @@ for size in ["1M", "4M", "16M"]:
           m(bwr), m([x[1] for x in a]), m([x[1] for x in o]), m(cr) if cr else float("nan")))
 print()
 print("load average (1/5/15 min) before each run and at the end: " + "; ".join(loads))
-print("runs: %d, CPU per op from %d and %d timed iterations (2 warm-up)" % (len(runs), lo, hi))
+print("2 nodes x %s ranks; runs: %d, CPU per op from %d and %d timed iterations (2 warm-up)" % (sys.argv[4], len(runs), lo, hi))
 PY
