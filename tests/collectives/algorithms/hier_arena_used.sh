@@ -7,9 +7,14 @@
 # where it must not be).
 #   RUNNER  netns:HIER_NETNS_SH (network-namespace nodes; 77 when they
 #           cannot be made) or fake:GX_RUN:FAKE_NODES_SH (GX_NODE_ID nodes)
+# ARENA_OFF_RANK=r: rank r alone runs with GX_HIER_ARENA=off (its node must
+# then agree on the ring, the other nodes keep their arena).
 set -u
 runner=$1 layout=$2 want=$3
 shift 3
+if [ -n "${ARENA_OFF_RANK:-}" ]; then
+    set -- sh -c 'if [ "$GX_RANK" = "$ARENA_OFF_RANK" ]; then export GX_HIER_ARENA=off; fi; exec "$@"' sh "$@"
+fi
 export GX_DEBUG=trace GX_DEBUG_SUBSYS=coll
 log=$(mktemp /tmp/gxhierarena-used.XXXXXX)
 trap 'rm -f "$log" "$log.out"' EXIT
