@@ -83,7 +83,7 @@ int hier_allreduce_build(struct coll_op *op);
  * one). reduce_scatter leaves block (me+1) mod n of the node's sum in
  * recvbuf, all_gather spreads every member's block; neither averages. An
  * engine working in numbered rounds says how many one phase of one segment
- * takes (rounds; NULL: none) and hands them out in issue order (reserve);
+ * takes (rounds; 0 for the ring) and hands them out in issue order (reserve);
  * g->round is then the first round of the call. The hierarchical
  * all-reduce reserves every segment's reduce-scatter rounds first, then
  * every all-gather's, so a reused slot never waits for a rail. */

@@ -82,9 +82,23 @@ static void node_bounds(size_t *bounds, int s, int L, size_t len)
         bounds[b] = block_off(len, L, block_first_shard(b, s, L));
 }
 
-/* The ring of messages as a node engine (no rounds). */
+/* The ring of messages as a node engine (it numbers messages, not rounds). */
+static size_t ring_no_rounds(const struct gx_comm *c, const struct coll_group *g, size_t count,
+                             size_t es)
+{
+    (void)c, (void)g, (void)count, (void)es;
+    return 0;
+}
+
+static uint64_t ring_no_reserve(struct gx_comm *c, size_t rounds)
+{
+    (void)c, (void)rounds;
+    return 0;
+}
+
 const struct coll_node_engine coll_node_ring = {
-    .name = "ring", .reduce_scatter = ring_rs_group, .all_gather = ring_ag_group,
+    .name = "ring", .rounds = ring_no_rounds, .reserve = ring_no_reserve,
+    .reduce_scatter = ring_rs_group, .all_gather = ring_ag_group,
 };
 
 static const struct coll_node_engine *node_engine(const struct gx_comm *c)
@@ -172,7 +186,7 @@ int hier_allreduce_build(struct coll_op *op)
         node_bounds(bounds, s, L, len);
         struct coll_group g = { .n = s, .bounds = bounds };
         need += align_up(s > 1 && ne == &coll_node_ring ? ring_group_scratch(&g, len, es) : 0);
-        node_rounds += ne->rounds ? ne->rounds(c, &g, len, es) : 0;
+        node_rounds += ne->rounds(c, &g, len, es);
         for (int j = j0; j < j1; j++) {
             size_t sl = block_len(len, L, j);
             struct coll_group gr = { .n = N };
@@ -184,7 +198,7 @@ int hier_allreduce_build(struct coll_op *op)
     if (!scratch)
         goto out;
     /* Every segment's reduce-scatter rounds, then every all-gather's. */
-    uint64_t rs_round = ne->rounds ? ne->reserve(c, 2 * node_rounds) : 0;
+    uint64_t rs_round = node_rounds ? ne->reserve(c, 2 * node_rounds) : 0;
     uint64_t ag_round = rs_round + node_rounds;
     GX_TRACE(GX_SUB_COLL, "allreduce #%llu: hier intra-node engine %s (%zu rounds per phase)",
              (unsigned long long)op->seq, ne->name, node_rounds);
@@ -200,7 +214,7 @@ int hier_allreduce_build(struct coll_op *op)
                                  .scratch = next };
         if (s > 1 && ne == &coll_node_ring)
             next += align_up(ring_group_scratch(&gn, len, es));
-        size_t seg_rounds = ne->rounds ? ne->rounds(c, &gn, len, es) : 0;
+        size_t seg_rounds = ne->rounds(c, &gn, len, es);
         /* (a) reduce-scatter inside the node. */
         int from = op->nsteps, rs_first = from;
         gn.round = rs_round;
