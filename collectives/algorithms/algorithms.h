@@ -30,6 +30,7 @@ struct coll_group {
     uint32_t msg_base;     /* first message index the group uses */
     bool avg;              /* finish GX_AVG here (divide by the comm's size) */
     char *scratch;         /* the builder's scratch (its *_scratch bytes); NULL: cs_scratch */
+    uint64_t round;        /* node engines with rounds: the call's first (coll_node_engine) */
 };
 
 static inline int coll_group_rank(const struct coll_group *g, int member)
@@ -93,5 +94,30 @@ int linear_alltoall_build(struct coll_op *op);
 /* Hierarchical all-reduce (coll_hier.c): reduce-scatter inside each node,
  * all-reduce along the rails, all-gather inside each node. */
 int hier_allreduce_build(struct coll_op *op);
+
+/* The intra-node phases of the hierarchical all-reduce, over the node group
+ * (member i = local rank i, blocks g->bounds): an engine interface with two
+ * implementations, the ring of messages below (coll_node_ring: the shm
+ * provider carries them) and the node's shared-memory arena
+ * (collectives/arena/coll_shm_node.c; gx_comm.node_engine when the node has
+ * one). reduce_scatter leaves block (me+1) mod n of the node's sum in
+ * recvbuf, all_gather spreads every member's block; neither averages. An
+ * engine working in numbered rounds says how many one phase of one segment
+ * takes (rounds; 0 for the ring) and hands them out in issue order (reserve);
+ * g->round is then the first round of the call. The hierarchical
+ * all-reduce reserves every segment's reduce-scatter rounds first, then
+ * every all-gather's, so a reused slot never waits for a rail. */
+struct gx_comm;
+struct coll_node_engine {
+    const char *name;
+    size_t (*rounds)(const struct gx_comm *c, const struct coll_group *g, size_t count,
+                     size_t es);
+    uint64_t (*reserve)(struct gx_comm *c, size_t rounds);
+    int (*reduce_scatter)(struct coll_op *op, const struct coll_group *g, const void *sendbuf,
+                          void *recvbuf, size_t count);
+    int (*all_gather)(struct coll_op *op, const struct coll_group *g, void *recvbuf,
+                      size_t count);
+};
+extern const struct coll_node_engine coll_node_ring;
 
 #endif

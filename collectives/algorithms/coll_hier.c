@@ -26,8 +26,10 @@
  * message numbers. Every shard is reduced along one rail and then copied,
  * so every rank ends with the same bits.
  *
- * Intra-node phases pass messages (the transport uses shm inside a node);
- * the node arena (coll_shm.c) exists only for one-node communicators.
+ * Intra-node phases (a) and (c) run on the node's engine (algorithms.h,
+ * struct coll_node_engine): the node's shared-memory arena when it has one
+ * (arena/coll_shm_node.c: GX_HIER_ARENA=auto, 2+ ranks on the node), else
+ * the ring of messages over the shm provider (coll_node_ring below).
  */
 #include <stdlib.h>
 
@@ -79,6 +81,30 @@ static void node_bounds(size_t *bounds, int s, int L, size_t len)
 {
     for (int b = 0; b <= s; b++)
         bounds[b] = block_off(len, L, block_first_shard(b, s, L));
+}
+
+/* The ring of messages as a node engine (it numbers messages, not rounds). */
+static size_t ring_no_rounds(const struct gx_comm *c, const struct coll_group *g, size_t count,
+                             size_t es)
+{
+    (void)c, (void)g, (void)count, (void)es;
+    return 0;
+}
+
+static uint64_t ring_no_reserve(struct gx_comm *c, size_t rounds)
+{
+    (void)c, (void)rounds;
+    return 0;
+}
+
+const struct coll_node_engine coll_node_ring = {
+    .name = "ring", .rounds = ring_no_rounds, .reserve = ring_no_reserve,
+    .reduce_scatter = ring_rs_group, .all_gather = ring_ag_group,
+};
+
+static const struct coll_node_engine *node_engine(const struct gx_comm *c)
+{
+    return c->node_engine && c->local_size > 1 ? c->node_engine : &coll_node_ring;
 }
 
 static size_t align_up(size_t x)
@@ -150,13 +176,16 @@ int hier_allreduce_build(struct coll_op *op)
     int my_blk = (me_local + 1) % s;
     int j0 = block_first_shard(my_blk, s, L), j1 = block_first_shard(my_blk + 1, s, L);
 
-    /* Scratch for every segment's node ring and rails, carved from one. */
-    size_t need = 0;
+    /* Scratch for every segment's node ring and rails, carved from one;
+     * the node engine's rounds. */
+    const struct coll_node_engine *ne = node_engine(c);
+    size_t need = 0, node_rounds = 0;
     for (int k = 0; k < K; k++) {
         size_t len = block_len(count, K, k);
         node_bounds(bounds, s, L, len);
         struct coll_group g = { .n = s, .bounds = bounds };
-        need += align_up(s > 1 ? ring_group_scratch(&g, len, es) : 0);
+        need += align_up(s > 1 && ne == &coll_node_ring ? ring_group_scratch(&g, len, es) : 0);
+        node_rounds += ne->rounds(c, &g, len, es);
         for (int j = j0; j < j1; j++) {
             size_t sl = block_len(len, L, j);
             struct coll_group gr = { .n = N, .me = c->node_index };
@@ -166,6 +195,11 @@ int hier_allreduce_build(struct coll_op *op)
     char *scratch = cs_scratch(op, need), *next = scratch;
     if (!scratch)
         goto out;
+    /* Every segment's reduce-scatter rounds, then every all-gather's. */
+    uint64_t rs_round = node_rounds ? ne->reserve(c, 2 * node_rounds) : 0;
+    uint64_t ag_round = rs_round + node_rounds;
+    GX_TRACE(GX_SUB_COLL, "allreduce #%llu: hier intra-node engine %s (%zu rounds per phase)",
+             (unsigned long long)op->seq, ne->name, node_rounds);
 
     char *rb = a->recvbuf;
     const char *sb = a->sendbuf;
@@ -176,11 +210,14 @@ int hier_allreduce_build(struct coll_op *op)
         struct coll_group gn = { .n = s, .me = me_local, .ranks = &h.member[c->node_index * L],
                                  .bounds = bounds, .msg_base = (uint32_t)k * seg_msgs,
                                  .scratch = next };
-        if (s > 1)
+        if (s > 1 && ne == &coll_node_ring)
             next += align_up(ring_group_scratch(&gn, len, es));
+        size_t seg_rounds = ne->rounds(c, &gn, len, es);
         /* (a) reduce-scatter inside the node. */
         int from = op->nsteps, rs_first = from;
-        ring_rs_group(op, &gn, sb + off * es, rbk, len);
+        gn.round = rs_round;
+        rs_round += seg_rounds;
+        ne->reduce_scatter(op, &gn, sb + off * es, rbk, len);
         int rs_done = cs_join(op, from);
         /* (b) one all-reduce per shard I own, along its rail. */
         from = op->nsteps;
@@ -202,7 +239,9 @@ int hier_allreduce_build(struct coll_op *op)
         int rail_done = cs_join(op, from);
         /* (c) all-gather inside the node. */
         from = op->nsteps;
-        ring_ag_group(op, &gn, rbk, len);
+        gn.round = ag_round;
+        ag_round += seg_rounds;
+        ne->all_gather(op, &gn, rbk, len);
         cs_gate(op, from, rail_done);
         /* Step ranges (tests aim GX_FAULT at a phase with them). */
         GX_TRACE(GX_SUB_COLL, "allreduce #%llu: hier segment %d of %d: node reduce-scatter "

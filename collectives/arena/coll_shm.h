@@ -45,6 +45,7 @@ struct coll_shm_arena {
     size_t map_bytes;
     int nranks;
     int rank;
+    int *ranks;                  /* index -> comm rank (a node's arena); NULL: identity */
     size_t slot_bytes;
     struct shm_rank_ctl *ctl;    /* nranks control blocks */
     char *data;
@@ -57,6 +58,23 @@ struct coll_shm_arena {
  *  apply or cannot be made on some rank (then every rank goes without). */
 int gx_coll_shm_open(struct gx_comm *c);
 void gx_coll_shm_close(struct gx_comm *c);
+
+/* A communicator across nodes gets one arena per node of 2+ ranks
+ * (gx_comm.node_shm, indexed by local rank; made by the node's local rank 0,
+ * mapped by the others, agreed per node; GX_HIER_ARENA=off: none), which
+ * the hierarchical all-reduce uses for its intra-node phases through
+ * shm_node_engine (coll_shm_node.c). */
+struct coll_node_engine;
+extern const struct coll_node_engine shm_node_engine;
+/** What hier's intra-node engine will be under the current settings
+ *  (gx-info --tuning). */
+const char *shm_node_engine_plan(void);
+
+/** Comm rank of arena index i. */
+static inline int shm_comm_rank(const struct coll_shm_arena *a, int i)
+{
+    return a->ranks ? a->ranks[i] : i;
+}
 
 static inline char *shm_slot(const struct coll_shm_arena *a, int rank, unsigned buf)
 {

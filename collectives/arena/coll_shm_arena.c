@@ -7,6 +7,14 @@
  * failing that, by opening /proc/<pid>/fd/<fd>, map it and check its
  * header; a second all-gather agrees whether every rank got there, so
  * either all ranks use the arena or none does.
+ *
+ * Across nodes (node_open) the same happens per node: each node's local
+ * rank 0 makes the segment and its node peers take it; the records travel
+ * in one all-gather of the whole communicator, and a node uses its arena
+ * only if every rank of that node mapped it (other nodes may differ: the
+ * arena changes nothing on the wire). No file is opened by name: the memfd
+ * is anonymous and passes by descriptor, so no name can collide between
+ * jobs or nodes and no symlink or foreign owner can stand in for it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -32,6 +40,18 @@ GX_PARAM_DEFINE(gx_param_coll_shm, "GX_COLL_SHM", GX_PARAM_ENUM, "auto", "auto|o
 GX_PARAM_DEFINE(gx_param_coll_shm_slot, "GX_COLL_SHM_SLOT", GX_PARAM_SIZE, "256K", NULL,
                 "Bytes of a rank's input staged per round in the shared-memory arena (two "
                 "such slots per rank). Rank 0's value is used.");
+
+GX_PARAM_DEFINE(gx_param_hier_arena, "GX_HIER_ARENA", GX_PARAM_ENUM, "auto", "auto|off",
+                "The hierarchical all-reduce (GX_ALGO=hier) reduces and gathers inside each "
+                "node of 2+ ranks in a shared-memory arena per node (auto; not with "
+                "GX_COLL_SHM=off or where a node's ranks do not all reach each other over "
+                "shm), or with a ring of messages over the shm provider (off).");
+GX_PARAM_DEFINE(gx_param_hier_arena_slot, "GX_HIER_ARENA_SLOT", GX_PARAM_SIZE, "1M", NULL,
+                "Bytes of a rank's slot in a node arena of a communicator across nodes (two "
+                "per rank; a reduce-scatter round carries slot / ranks-on-the-node bytes of "
+                "each block). Larger than GX_COLL_SHM_SLOT: the hierarchical all-reduce "
+                "pipelines by segment, and every round is a synchronisation of the node's "
+                "ranks. The node's local rank 0's value is used.");
 
 #define ARENA_MAGIC 0x4e524158u /* "XARN" */
 
@@ -77,15 +97,19 @@ static bool wanted(struct gx_comm *c)
     return true;
 }
 
-static size_t slot_setting(void)
+static size_t slot_setting_of(const struct gx_param *p, size_t slot)
 {
-    size_t slot = 256 << 10;
-    (void)gx_param_size(&gx_param_coll_shm_slot, &slot);
+    (void)gx_param_size(p, &slot);
     if (slot < 4096)
         slot = 4096;
     if (slot > ((size_t)1 << 30))
         slot = (size_t)1 << 30;
     return (slot + 63) & ~(size_t)63;
+}
+
+static size_t slot_setting(void)
+{
+    return slot_setting_of(&gx_param_coll_shm_slot, 256 << 10);
 }
 
 static int make_segment(int n, size_t slot, void **map_out)
@@ -158,9 +182,120 @@ static void *map_peer_segment(const struct arena_record *r0, int n, const char *
     return p;
 }
 
+static struct coll_shm_arena *arena_new(void *map, int n, int rank, size_t slot)
+{
+    struct coll_shm_arena *a = calloc(1, sizeof(*a));
+    if (!a)
+        return NULL;
+    a->base = map;
+    a->map_bytes = arena_bytes(n, slot);
+    a->nranks = n;
+    a->rank = rank;
+    a->slot_bytes = slot;
+    a->ctl = (struct shm_rank_ctl *)((char *)map + ctl_offset());
+    a->data = (char *)map + data_offset(n);
+    __atomic_store_n(&a->ctl[rank].pid, (int32_t)getpid(), __ATOMIC_RELEASE);
+    return a;
+}
+
+static bool node_wanted(struct gx_comm *c)
+{
+    int mode = 0;
+    if (c->local_size < 2 ||
+        slot_setting_of(&gx_param_hier_arena_slot, 1 << 20) < (size_t)c->local_size * 16 ||
+        gx_param_enum(&gx_param_hier_arena, &mode) != GX_OK || mode != 0 ||
+        gx_param_enum(&gx_param_coll_shm, &mode) != GX_OK || mode != 0)
+        return false;
+    for (int p = 0; p < c->size; p++)
+        if (p != c->rank && c->rank_node[p] == c->node_index &&
+            strcmp(gx_xport_provider_of(c->xport, p), "shm") != 0)
+            return false;
+    return true;
+}
+
+const char *shm_node_engine_plan(void)
+{
+    int mode = 0;
+    if (gx_param_enum(&gx_param_hier_arena, &mode) != GX_OK || mode != 0)
+        return "ring of messages over the shm provider (GX_HIER_ARENA=off)";
+    if (gx_param_enum(&gx_param_coll_shm, &mode) != GX_OK || mode != 0)
+        return "ring of messages over the shm provider (GX_COLL_SHM=off)";
+    return "the node's shared-memory arena (GX_HIER_ARENA=auto); the ring of messages over "
+           "the shm provider where the arena cannot be made";
+}
+
+/* One arena per node of a communicator across nodes (see the top). */
+static int node_open(struct gx_comm *c)
+{
+    int n = c->local_size, me = c->local_rank, leader = -1;
+    struct arena_record mine = { .want = node_wanted(c), .pid = getpid(), .fd = -1 };
+    void *map = NULL;
+    if (me == 0 && mine.want) {
+        mine.slot_bytes = slot_setting_of(&gx_param_hier_arena_slot, 1 << 20);
+        mine.fd = make_segment(n, mine.slot_bytes, &map);
+        if (mine.fd < 0)
+            mine.want = 0;
+    }
+    struct arena_record *all = calloc((size_t)c->size, sizeof(*all));
+    int32_t *oks = calloc((size_t)c->size, sizeof(*oks));
+    int *ranks = malloc((size_t)n * sizeof(int));
+    int rc = all && oks && ranks ? gx_comm_boot_allgather(c, &mine, all, sizeof(mine))
+                                 : GX_ENOMEM;
+    int32_t ok = rc == GX_OK && n > 1;
+    for (int r = 0; ok && r < c->size; r++)
+        if (c->rank_node[r] == c->node_index) {
+            ranks[c->rank_local[r]] = r;
+            if (c->rank_local[r] == 0)
+                leader = r;
+            ok = all[r].want != 0;
+        }
+    const char *why = "a rank of this node reaches another without shm, or GX_HIER_ARENA=off "
+                      "or GX_COLL_SHM=off on one";
+    size_t slot = ok && leader >= 0 ? all[leader].slot_bytes : 0;
+    if (ok && me != 0) {
+        map = leader >= 0 ? map_peer_segment(&all[leader], n, &why) : NULL;
+        ok = map != NULL;
+    }
+    if (rc == GX_OK) {
+        rc = gx_comm_boot_allgather(c, &ok, oks, sizeof(ok));
+        for (int r = 0; rc == GX_OK && r < c->size; r++)
+            if (c->rank_node[r] == c->node_index && !oks[r]) {
+                if (ok)
+                    why = "another rank of this node could not map the segment";
+                ok = 0;
+            }
+    }
+    if (me == 0 && mine.fd >= 0)
+        close(mine.fd);
+    free(all);
+    free(oks);
+    struct coll_shm_arena *a = rc == GX_OK && ok ? arena_new(map, n, me, slot) : NULL;
+    if (!a) {
+        if (map)
+            munmap(map, arena_bytes(n, slot ? slot : mine.slot_bytes));
+        free(ranks);
+        if (rc == GX_OK && ok)
+            return gx_fail(GX_ENOMEM, GX_SUB_COLL, "communicator '%s': out of memory", c->name);
+        if (rc == GX_OK && n > 1)
+            GX_INFO(GX_SUB_COLL, "communicator '%s': no node arena (hier uses the ring inside "
+                    "the node): %s", c->name, why);
+        return rc;
+    }
+    a->ranks = ranks;
+    c->node_shm = a;
+    c->node_engine = &shm_node_engine;
+    GX_INFO(GX_SUB_COLL, "communicator '%s': node arena on node %d, %d ranks x %d slots of %zu "
+            "bytes", c->name, c->node_index, n, SHM_NBUF, slot);
+    return GX_OK;
+}
+
 int gx_coll_shm_open(struct gx_comm *c)
 {
     c->shm = NULL;
+    c->node_shm = NULL;
+    c->node_engine = NULL;
+    if (c->size >= 2 && c->node_count > 1 && c->node_count < c->size)
+        return node_open(c); /* some node has 2+ ranks: the same on every rank */
     if (c->size < 2 || c->node_count != 1)
         return GX_OK; /* the same on every rank: no exchange needed */
     int n = c->size;
@@ -206,33 +341,33 @@ int gx_coll_shm_open(struct gx_comm *c)
             GX_INFO(GX_SUB_COLL, "communicator '%s': no shared-memory arena: %s", c->name, why);
         return rc;
     }
-    struct coll_shm_arena *a = calloc(1, sizeof(*a));
+    struct coll_shm_arena *a = arena_new(map, n, c->rank, slot);
     if (!a) {
         munmap(map, arena_bytes(n, slot));
         return gx_fail(GX_ENOMEM, GX_SUB_COLL, "communicator '%s': out of memory", c->name);
     }
-    a->base = map;
-    a->map_bytes = arena_bytes(n, slot);
-    a->nranks = n;
-    a->rank = c->rank;
-    a->slot_bytes = slot;
-    a->ctl = (struct shm_rank_ctl *)((char *)map + ctl_offset());
-    a->data = (char *)map + data_offset(n);
-    __atomic_store_n(&a->ctl[c->rank].pid, (int32_t)getpid(), __ATOMIC_RELEASE);
     c->shm = a;
     GX_INFO(GX_SUB_COLL, "communicator '%s': shared-memory arena, %d ranks x %d slots of %zu "
             "bytes", c->name, n, SHM_NBUF, slot);
     return GX_OK;
 }
 
-void gx_coll_shm_close(struct gx_comm *c)
+static void arena_free(struct coll_shm_arena *a)
 {
-    struct coll_shm_arena *a = c->shm;
     if (!a)
         return;
     munmap(a->base, a->map_bytes);
+    free(a->ranks);
     free(a);
+}
+
+void gx_coll_shm_close(struct gx_comm *c)
+{
+    arena_free(c->shm);
+    arena_free(c->node_shm);
     c->shm = NULL;
+    c->node_shm = NULL;
+    c->node_engine = NULL;
 }
 
 bool shm_peer_gone(const struct coll_shm_arena *a, int rank)

@@ -4,6 +4,10 @@
  *   - host: the engine's own schedules over shared memory (the node arena,
  *     collectives/arena/, and the shm provider), on host memory or on
  *     device buffers staged through pinned host memory (comm/stage.c);
+ *     inside the hierarchical all-reduce its intra-node phases are schedule
+ *     steps of an engine chosen per node (algorithms.h struct
+ *     coll_node_engine: the node arena, arena/coll_shm_node.c, or the ring
+ *     of messages), so they pipeline with the rails;
  *   - device: one NCCL communicator per node (coll_intra_nccl.c, over
  *     gpudirect/gpu_nccl.h), made on first use with a unique id from the
  *     node's local rank 0 sent over gx's bootstrap, running the collective

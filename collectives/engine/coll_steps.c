@@ -131,7 +131,8 @@ static uint32_t step_tag(const struct coll_op *op, const struct coll_step *s)
  * a later one is dead). */
 static void run_flag_wait(struct coll_op *op, struct coll_step *s)
 {
-    const struct coll_shm_arena *ar = op->comm->shm;
+    /* A one-node communicator's arena, or across nodes this node's. */
+    const struct coll_shm_arena *ar = op->comm->shm ? op->comm->shm : op->comm->node_shm;
     bool one = s->msg == 0; /* cs_flag_wait_one: rank s->peer only */
     bool check = (++op->flag_polls & 4095) == 0;
     int first_missing = -1;
@@ -146,11 +147,11 @@ static void run_flag_wait(struct coll_op *op, struct coll_step *s)
         if (shm_peer_gone(ar, j)) {
             char what[160];
             coll_describe_op(op, what, sizeof(what));
-            s->peer = j;
+            s->peer = shm_comm_rank(ar, j);
             s->xop.status = GX_EPEER;
             s->state = STEP_DONE;
             coll_op_set_error(op, GX_EPEER, "%s failed: rank %d (pid %d) exited while rank %d waited "
-                         "for it in the shared-memory arena", what, j, (int)ar->ctl[j].pid,
+                         "for it in the shared-memory arena", what, s->peer, (int)ar->ctl[j].pid,
                          op->comm->rank);
             return;
         }
@@ -159,7 +160,10 @@ static void run_flag_wait(struct coll_op *op, struct coll_step *s)
         s->state = STEP_DONE;
         return;
     }
-    s->peer = first_missing; /* stays waiting */
+    /* Stays waiting; the peer it names is a comm rank (a one-rank wait's
+     * index is one already: only a one-node arena has those). */
+    if (!one)
+        s->peer = shm_comm_rank(ar, first_missing);
 }
 
 /* GX_FAULT (coll_fault.c): true when the step was consumed by a fault. */

@@ -21,6 +21,7 @@
 
 #include "collectives/engine/coll.h"
 #include "collectives/algorithms/coll_dbtree.h"
+#include "collectives/arena/coll_shm.h"
 #include "collectives/comm/comm_internal.h"
 #include "common/log.h"
 #include "common/param.h"
@@ -556,6 +557,10 @@ int gx_coll_tuning_print_net(FILE *f, int nranks, int nnodes, double net_alpha, 
                 "between nodes (one per local rank, over %d network link(s) per node: "
                 "GX_SOCKET_IFNAME's list), all-gather inside the node\n", nnodes, sh.L, sh.L,
                 sh.rails < sh.L ? sh.rails : sh.L);
+    if (nnodes > 1 && hier_applies(&sh))
+        fprintf(f, "hier intra-node engine: %s%s\n", shm_node_engine_plan(),
+                sh.uneven || nranks < 2 * nnodes ? "; a node of one rank has no intra-node phase"
+                                                 : "");
     fprintf(f, "all_reduce (predicted time per algorithm; * = chosen; flat = best of the "
             "one-level ones)\n");
     /* One node: assume the shared-memory arena (GX_COLL_SHM=auto, shm links). */
