@@ -292,7 +292,7 @@ static void mode_dead(struct gx_comm *comm, bool stream)
     void *s = NULL;
     CHECK(dm.stream_create(&s, 1) == 0, "stream");
     const char *to = getenv("GX_TIMEOUT");
-    double timeout = to ? atof(to) / 1000.0 : 30.0;
+    double timeout = to ? atof(to) : 30.0; /* GX_TIMEOUT is in seconds */
     for (int it = 0;; it++) {
         if (me == 2 && it == 5)
             raise(SIGKILL);

@@ -70,7 +70,7 @@ void mode_dead(struct gx_comm *comm, long in_flight_ms)
     size_t count = 1 << 20;
     float *in = calloc(count, 4), *out = calloc(count, 4);
     const char *to = getenv("GX_TIMEOUT");
-    double timeout = to ? atof(to) / 1000.0 : 30.0;
+    double timeout = to ? atof(to) : 30.0; /* GX_TIMEOUT is in seconds */
     for (int it = 0;; it++) {
         struct gx_request *req;
         if (me == 2 && it == 5 && in_flight_ms < 0)

@@ -12,7 +12,7 @@
 # keeps the second run's whole output in F (the ASan test greps it).
 set -u
 phase=$1 run=$2 chk=$3 fn=$4 netns=${5:-}
-export GX_ALGO=hier GX_TIMEOUT=10000
+export GX_ALGO=hier GX_TIMEOUT=10
 log=$(mktemp /tmp/gxhierarena-dead.XXXXXX)
 trap 'rm -f "$log"' EXIT
 job() { # writes every rank's output to $log; returns the job's status

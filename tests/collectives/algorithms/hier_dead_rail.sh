@@ -10,7 +10,7 @@
 set -u
 run=$1 chk=$2 fn=$3
 layout=${HIER_LAYOUT:-2+2} n=${HIER_N:-4}
-export GX_ALGO=hier GX_TIMEOUT=10000
+export GX_ALGO=hier GX_TIMEOUT=10
 out=$(GX_DEBUG=trace GX_DEBUG_SUBSYS=coll "$run" --keep-going -n "$n" --timeout 120 \
     sh "$fn" "$layout" "$chk" dead 2>&1)
 line=$(echo "$out" | grep '\[2\] .*allreduce #3: hier segment 1 of ' | head -1)
