@@ -146,17 +146,21 @@ static int eal_init(int rank)
         n += (size_t)snprintf(args + n, sizeof(args) - n, " --vdev %s", vdev);
     /* memif with jumbo frames: one frame per buffer, unless the vdev string
      * says otherwise (2 KiB buffers chained five deep halved the bandwidth
-     * here). The ring holds about 4 MB, twice the default in-flight cap
-     * (GX_DPDK_INFLIGHT_MAX): 64 slots of 63 KiB, 512 of 9 KiB. A 37 MB ring
-     * (512 x 63 KiB) cycled through more memory than the caches hold, so
-     * both copies missed: CPU per GiB -16% receiver, -29% sender with 4 MB
-     * (medians of 10 same-run pairs, notes/memifrx.md). */
+     * here). The ring holds about what GX_DPDK_INFLIGHT_MAX lets a connection
+     * keep in flight, at least 32 slots: 32 of 63 KiB, 256 of 9 KiB by
+     * default. A 37 MB ring cycled through more memory than the caches hold,
+     * so both copies missed (notes/memifrx.md: with 2 MB the receiver took
+     * about a third less CPU per GiB than with 32 MB, the sender half). */
     long long mtu = 0;
+    size_t ring = 2u << 20;
+    const struct gx_param *cap = gx_param_find("GX_DPDK_INFLIGHT_MAX");
+    if (cap)
+        gx_param_size(cap, &ring);
     if (strncmp(vdev, "net_memif", 9) == 0 && gx_param_int(&gx_param_dpdk_mtu, &mtu) == GX_OK &&
         mtu > 2048 && mtu <= GX_DPDK_MTU_MAX) {
         uint32_t bsize = memif_bsize((uint32_t)mtu);
-        int rsize = 6;
-        while ((1u << rsize) * bsize < 4000000u && rsize < 14)
+        int rsize = 5;
+        while ((size_t)(1u << rsize) * bsize < ring - ring / 8 && rsize < 14)
             rsize++;
         if (!strstr(vdev, "bsize="))
             n += (size_t)snprintf(args + n, sizeof(args) - n, ",bsize=%u", bsize);
