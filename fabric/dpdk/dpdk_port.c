@@ -146,11 +146,12 @@ static int eal_init(int rank)
         n += (size_t)snprintf(args + n, sizeof(args) - n, " --vdev %s", vdev);
     /* memif with jumbo frames: one frame per buffer, unless the vdev string
      * says otherwise (2 KiB buffers chained five deep halved the bandwidth
-     * here). The ring holds about what GX_DPDK_INFLIGHT_MAX lets a connection
-     * keep in flight, at least 32 slots: 32 of 63 KiB, 256 of 9 KiB by
-     * default. A 37 MB ring cycled through more memory than the caches hold,
-     * so both copies missed (notes/memifrx.md: with 2 MB the receiver took
-     * about a third less CPU per GiB than with 32 MB, the sender half). */
+     * here). The ring holds about twice what GX_DPDK_INFLIGHT_MAX lets a
+     * connection keep in flight, at least 64 slots: 64 of 63 KiB, 512 of
+     * 9 KiB by default. A 37 MB ring cycled through more memory than the
+     * caches hold, so both copies missed (notes/memifrx.md: -16% receiver,
+     * -29% sender CPU per GiB); a ring no bigger than the window (32 slots)
+     * left the sender spinning on a full ring. */
     long long mtu = 0;
     size_t ring = 2u << 20;
     const struct gx_param *cap = gx_param_find("GX_DPDK_INFLIGHT_MAX");
@@ -159,8 +160,8 @@ static int eal_init(int rank)
     if (strncmp(vdev, "net_memif", 9) == 0 && gx_param_int(&gx_param_dpdk_mtu, &mtu) == GX_OK &&
         mtu > 2048 && mtu <= GX_DPDK_MTU_MAX) {
         uint32_t bsize = memif_bsize((uint32_t)mtu);
-        int rsize = 5;
-        while ((size_t)(1u << rsize) * bsize < ring - ring / 8 && rsize < 14)
+        int rsize = 6;
+        while ((size_t)(1u << rsize) * bsize < 2 * ring - ring / 4 && rsize < 14)
             rsize++;
         if (!strstr(vdev, "bsize="))
             n += (size_t)snprintf(args + n, sizeof(args) - n, ",bsize=%u", bsize);
