@@ -150,6 +150,8 @@ struct dpdk_port_stats {
     uint64_t drops[GX_DPDK_DROP_REASONS];
     uint64_t unknown_conn, bad_cookie, ring_full;
     uint64_t inj_drop, inj_dup, inj_reorder;
+    uint64_t restarts;  /* port (re)starts after the first (dpdk_link.c) */
+    bool peer_left;     /* memif client: the link went down after it was up */
     /* CPU cost of the data path with GX_DPDK_COST=1 (logged at close,
      * GX_DEBUG=info): the thread's CPU time in the polls that received
      * frames and the endpoint turns that sent some. CPU time, not wall
@@ -209,6 +211,25 @@ struct rte_mbuf *dpdk_zc_frame(struct dpdk_ep *ep, const void *payload, size_t p
 /** No frame of `ep` points into a caller's buffer any more. */
 bool dpdk_zc_idle(struct dpdk_ep *ep);
 void dpdk_zc_ep_free(struct dpdk_ep *ep);
+
+/* ---- dpdk_link.c -------------------------------------------------------- */
+enum dpdk_link_op { DPDK_LINK_START, DPDK_LINK_RESTART, DPDK_LINK_CLOSE };
+struct dpdk_link_state {
+    bool started, closed;
+    bool restart_when_down; /* a memif client: (re)start until the link is up */
+    bool was_up, peer_left; /* the link carried frames; it went down after that */
+    uint64_t last_kick, last_start; /* timer cycles */
+    uint64_t restarts;
+};
+/** A link that takes nothing: start a port not started yet, restart a memif
+ *  client whose link stays down before it was ever up (at most every 50 ms,
+ *  restarts 3 s apart); counts `*link_down`. Caller holds the port lock. */
+void dpdk_link_kick(uint16_t port, struct dpdk_link_state *l, uint64_t *link_down);
+/** Runs `op` on the port on EAL's interrupt thread (never beside the memif
+ *  PMD's own disconnect handling there) and waits up to `timeout_ms`;
+ *  `*op_rc` gets the ethdev call's result. GX_ETIMEOUT: it did not run in
+ *  time (it may still run later). */
+int dpdk_link_ctl(uint16_t port, enum dpdk_link_op op, unsigned timeout_ms, int *op_rc);
 
 /* ---- dpdk_rx.c ---------------------------------------------------------- */
 /** Process one frame for `ep`; true when the endpoint kept `m` (parked). */

@@ -77,9 +77,7 @@ static struct {
     double p_drop, p_reorder, p_dup;
     uint64_t rng;
     struct rte_mbuf *held;
-    uint64_t last_kick, last_start;
-    bool restart_when_down;
-    bool started, closed;
+    struct dpdk_link_state ln;
     uint8_t scratch[GX_DPDK_MTU_MAX + GX_DPDK_ETH_LEN];
     uint8_t replay_scratch[GX_DPDK_MTU_MAX + GX_DPDK_ETH_LEN];
     int park_budget;
@@ -146,24 +144,32 @@ static int eal_init(int rank)
         n += (size_t)snprintf(args + n, sizeof(args) - n, " --log-level=warning");
     if (vdev[0] && strncmp(vdev, "net_", 4) == 0)
         n += (size_t)snprintf(args + n, sizeof(args) - n, " --vdev %s", vdev);
-    /* memif with jumbo frames: one frame per buffer and a deeper ring, unless
-     * the vdev string says otherwise (2 KiB buffers chained five deep halved
-     * the bandwidth here). The ring keeps about 37 MB: 4096 slots of 9 KiB,
-     * fewer of bigger buffers. */
+    /* memif with jumbo frames: one frame per buffer, unless the vdev string
+     * says otherwise (2 KiB buffers chained five deep halved the bandwidth
+     * here). The ring holds about twice what GX_DPDK_INFLIGHT_MAX lets a
+     * connection keep in flight, at least 64 slots: 64 of 63 KiB, 512 of
+     * 9 KiB by default. A 37 MB ring cycled through more memory than the
+     * caches hold, so both copies missed (notes/memifrx.md: -16% receiver,
+     * -29% sender CPU per GiB); a ring no bigger than the window (32 slots)
+     * left the sender spinning on a full ring. */
     long long mtu = 0;
+    size_t ring = 2u << 20;
+    const struct gx_param *cap = gx_param_find("GX_DPDK_INFLIGHT_MAX");
+    if (cap)
+        gx_param_size(cap, &ring);
     if (strncmp(vdev, "net_memif", 9) == 0 && gx_param_int(&gx_param_dpdk_mtu, &mtu) == GX_OK &&
         mtu > 2048 && mtu <= GX_DPDK_MTU_MAX) {
         uint32_t bsize = memif_bsize((uint32_t)mtu);
-        int rsize = 12;
-        for (uint32_t b = bsize; b > 9216 && rsize > 8; b /= 2)
-            rsize--;
+        int rsize = 6;
+        while ((size_t)(1u << rsize) * bsize < 2 * ring - ring / 4 && rsize < 14)
+            rsize++;
         if (!strstr(vdev, "bsize="))
             n += (size_t)snprintf(args + n, sizeof(args) - n, ",bsize=%u", bsize);
         if (!strstr(vdev, "rsize="))
             n += (size_t)snprintf(args + n, sizeof(args) - n, ",rsize=%d", rsize);
     } else if (vdev[0] && strncmp(vdev, "net_", 4) != 0)
         n += (size_t)snprintf(args + n, sizeof(args) - n, " -a %s", vdev);
-    P.restart_when_down = strstr(vdev, "memif") && strstr(vdev, "role=client");
+    P.ln.restart_when_down = strstr(vdev, "memif") && strstr(vdev, "role=client");
     if (n >= sizeof(args))
         return gx_fail(GX_EINVAL, GX_SUB_FABRIC, "dpdk: GX_DPDK_EAL_ARGS and GX_DPDK_VDEV are "
                        "too long (%zu bytes)", n);
@@ -258,13 +264,13 @@ static int port_setup(void)
         return gx_fail(GX_ESYSTEM, GX_SUB_FABRIC, "dpdk: setting up the queues of port %u: %s",
                        pid, rte_strerror(-rc));
     rc = rte_eth_dev_start(pid);
-    if (rc < 0 && !P.restart_when_down)
+    if (rc < 0 && !P.ln.restart_when_down)
         return gx_fail(GX_ESYSTEM, GX_SUB_FABRIC, "dpdk: starting port %u: %s", pid,
                        rte_strerror(-rc));
     /* A memif client whose server is not up yet fails to start: it is
      * started again from the data path until it connects. */
-    P.started = rc == 0;
-    P.last_start = rte_get_timer_cycles();
+    P.ln.started = rc == 0;
+    P.ln.last_start = rte_get_timer_cycles();
     rte_eth_promiscuous_enable(pid); /* af_packet and some vdevs; failure is harmless */
     struct rte_ether_addr mac;
     rte_eth_macaddr_get(pid, &mac);
@@ -275,21 +281,16 @@ static int port_setup(void)
 static void port_stop_at_exit(void)
 {
     rte_spinlock_recursive_lock(&P.lock);
-    bool started = P.started;
-    P.started = false;
-    P.closed = true; /* a progress thread still polling finds nothing to touch */
+    bool started = P.ln.started;
+    P.ln.started = false;
+    P.ln.closed = true; /* a progress thread still polling finds nothing to touch */
     rte_spinlock_recursive_unlock(&P.lock);
     /* EAL leaves /var/run/dpdk/<prefix>; with --no-shconf it is empty. */
     rmdir(rte_eal_get_runtime_dir());
-    if (!started)
-        return;
-    /* memif in DPDK 22.11 has crashed when a peer disconnects while the
-     * queues are polled; stopping our side first (no poller left) and then
-     * closing it tells the peer cleanly. */
-    rte_spinlock_recursive_lock(&P.lock);
-    rte_eth_dev_stop(P.port_id);
-    rte_eth_dev_close(P.port_id);
-    rte_spinlock_recursive_unlock(&P.lock);
+    /* Stopped and closed on EAL's interrupt thread (dpdk_link.c), which may
+     * be handling the peer's disconnect right now: never both at once. */
+    if (started && dpdk_link_ctl(P.port_id, DPDK_LINK_CLOSE, 1000, NULL) != GX_OK)
+        GX_INFO(GX_SUB_FABRIC, "dpdk: port not closed at exit: %s", gx_last_error());
 }
 
 int dpdk_port_up(int rank)
@@ -506,13 +507,14 @@ void dpdk_port_poll(struct dpdk_domain *dom)
     unsigned n = rte_ring_dequeue_burst(dom->ring, (void **)m, DPDK_BURST, NULL);
     for (unsigned i = 0; i < n; i++)
         deliver(dom, m[i]);
-    if (!P.started) {
+    if (!P.ln.started) {
         link_kick();
         rte_spinlock_recursive_unlock(&P.lock);
         return;
     }
     n = rte_eth_rx_burst(P.port_id, 0, m, DPDK_BURST);
     P.st.rx_frames += n;
+    P.ln.was_up |= n > 0;
     for (unsigned i = 0; i < n; i++)
         inject_and_deliver(dom, m[i]);
     if (n == 0 && P.held) {
@@ -530,42 +532,17 @@ int dpdk_port_alloc(struct rte_mbuf **m, unsigned n)
     return rte_pktmbuf_alloc_bulk(P.pool, m, n) == 0 ? GX_OK : GX_ENOMEM;
 }
 
-/* A port whose link is down takes nothing. A memif client that started
- * before its server never retries by itself: restart it now and then. */
 static void link_kick(void)
 {
-    uint64_t now = rte_get_timer_cycles();
-    if (now - P.last_kick < rte_get_timer_hz() / 20)
-        return;
-    P.last_kick = now;
-    if (P.closed)
-        return;
-    if (!P.started) {
-        P.started = rte_eth_dev_start(P.port_id) == 0;
-        P.last_start = now;
-        return;
-    }
-    struct rte_eth_link link;
-    memset(&link, 0, sizeof(link));
-    if (rte_eth_link_get_nowait(P.port_id, &link) != 0 || link.link_status)
-        return;
-    P.st.link_down++;
-    /* memif connects asynchronously after a start: restarting during that
-     * handshake broke the server's control channel, and DPDK 22.11's
-     * interrupt thread panics on it. Only a link down for seconds is
-     * restarted. */
-    if (P.restart_when_down && now - P.last_start > 3 * rte_get_timer_hz()) {
-        rte_eth_dev_stop(P.port_id);
-        P.started = rte_eth_dev_start(P.port_id) == 0;
-        P.last_start = now;
-    }
+    dpdk_link_kick(P.port_id, &P.ln, &P.st.link_down);
 }
 
 unsigned dpdk_port_tx(struct rte_mbuf **m, unsigned n)
 {
     rte_spinlock_recursive_lock(&P.lock);
-    unsigned sent = n && P.started ? rte_eth_tx_burst(P.port_id, 0, m, (uint16_t)n) : 0;
+    unsigned sent = n && P.ln.started ? rte_eth_tx_burst(P.port_id, 0, m, (uint16_t)n) : 0;
     P.st.tx_frames += sent;
+    P.ln.was_up |= sent > 0;
     if (sent < n) {
         P.st.tx_full++;
         if (sent == 0)
@@ -595,6 +572,8 @@ void dpdk_port_stats(struct dpdk_port_stats *out)
 {
     rte_spinlock_recursive_lock(&P.lock);
     *out = P.st;
+    out->restarts = P.ln.restarts;
+    out->peer_left = P.ln.peer_left;
     rte_spinlock_recursive_unlock(&P.lock);
     dpdk_cost_read(&out->work_ns, &out->work_calls);
 }

@@ -6,6 +6,11 @@
  *                 and rank 1, continued, finds its endpoint failed too.
  *   malformed     rank 1 sends malformed and foreign frames; rank 0 drops
  *                 and counts each kind, and the connection keeps working.
+ *   peer_left     rank 0 (the memif server) exits more than 3 s after the
+ *                 start while rank 1 (the client) keeps sending: rank 1's
+ *                 endpoint fails naming the peer, and its port is not
+ *                 reconnected (a client reconnecting to a server in its exit
+ *                 path made DPDK 22.11 abort that server; docs/dpdk.md).
  *   bandwidth     (perf, label long) rank 1 writes 4 MiB with immediate
  *                 repeatedly; prints MB/s (compare runs with GX_DPDK_DROP).
  */
@@ -168,6 +173,46 @@ static int t_malformed(struct fab_ctx *c)
     return 0;
 }
 
+static int t_peer_left(struct fab_ctx *c)
+{
+    struct gx_fab_ep *ep = fab_pair(c, 0, 1);
+    ping_pong(c, ep);
+    usleep(3300 * 1000); /* past the 3 s between restarts of a link that is down */
+    ping_pong(c, ep);
+    fab_barrier(c);
+    if (c->rank == 0) {
+        gx_fab_ep_close(ep);
+        return 0; /* the process exits and closes its port */
+    }
+    uint64_t in = 0;
+    FAB_OK(gx_fab_post_recv(ep, &in, sizeof(in), NULL, 3));
+    struct gx_fab_cqe e = fab_wait1(c, 10000);
+    FAB_CHECK(GX_IS_PEER_ERROR(e.status), "receive after the peer left: %s",
+              gx_strerror(e.status));
+    struct dpdk_port_stats st0, st;
+    dpdk_port_stats(&st0);
+    /* Frames into a link that is down: each kicks the port (every 50 ms). */
+    uint8_t f[128];
+    memset(f, 0, sizeof(f));
+    uint64_t t0 = gx_now_ns(), down_at = 0;
+    do {
+        dpdk_port_send_raw(f, sizeof(f));
+        usleep(10 * 1000);
+        dpdk_port_stats(&st);
+        if (!down_at && st.link_down > st0.link_down)
+            down_at = gx_now_ns();
+    } while (gx_now_ns() - t0 < 5000000000ull &&
+             (!down_at || gx_now_ns() - down_at < 500000000ull));
+    FAB_CHECK(down_at, "the link never went down after the peer left");
+    FAB_CHECK(st.restarts == st0.restarts, "the port was restarted %llu times after the peer left",
+              (unsigned long long)(st.restarts - st0.restarts));
+    FAB_CHECK(st.peer_left, "the port does not say that the peer left");
+    fprintf(stderr, "peer left: endpoint failed (%s), link down, not reconnected\n",
+            gx_strerror(e.status));
+    gx_fab_ep_close(ep);
+    return 0;
+}
+
 static int t_bandwidth(struct fab_ctx *c)
 {
     const size_t len = 4u << 20;
@@ -209,9 +254,9 @@ int main(int argc, char **argv)
         const char *name;
         fab_test_fn fn;
     } tests[] = { { "stopped_peer", t_stopped_peer }, { "malformed", t_malformed },
-                  { "bandwidth", t_bandwidth } };
+                  { "bandwidth", t_bandwidth }, { "peer_left", t_peer_left } };
     if (argc != 2) {
-        fprintf(stderr, "usage: %s stopped_peer|malformed|bandwidth\n", argv[0]);
+        fprintf(stderr, "usage: %s stopped_peer|malformed|bandwidth|peer_left\n", argv[0]);
         return 2;
     }
     if (!getenv("GX_DPDK_VDEV")) {
