@@ -336,8 +336,10 @@ static size_t rc_take(struct tcp_stream *s, void *dst, size_t want)
 
 /* Read what the socket holds, once the read cache is empty: into the cache,
  * or for a payload of GX_TCP_RCACHE_BYTES or more straight into its
- * destination. A read shorter than asked means the socket is drained:
- * *drained stops this pass before a read that would only say EAGAIN.
+ * destination. A cache fill shorter than asked means the socket was empty:
+ * *drained stops this pass before a read that would only say EAGAIN. A
+ * short payload read does not: the rest of a large frame is usually still
+ * arriving, and reading on costs less than another progress pass.
  * Returns false when nothing came (the end was classified). */
 static bool rx_read(struct tcp_ep *ep, struct tcp_stream *s, bool *drained)
 {
@@ -349,7 +351,7 @@ static bool rx_read(struct tcp_ep *ep, struct tcp_stream *s, bool *drained)
         rx_io_end(ep, s, n);
         return false;
     }
-    *drained = (size_t)n < want;
+    *drained = !direct && (size_t)n < want;
     if (direct) {
         s->rx_dest += n;
         s->rx_left -= (uint64_t)n;
