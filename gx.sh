@@ -30,6 +30,7 @@ TEST_PKGS+=(python3-pip python3-setuptools) # torch.install: pip install ./pytho
 TEST_PKGS+=(openmpi-bin)                  # torch.mpirun-in-slurm: the backend under mpirun
 TEST_PKGS+=(chromium)                     # renders gx-accept's HTML report
 TEST_PKGS+=(python3-pyverbs)              # rdma-core's own tests over softverbs
+TEST_PKGS+=(time)                         # perf/tcp_variants.sh: /usr/bin/time around each rank
 # Under ASan+UBSan: everything but the long runs and what is marked "nosan"
 # (the heavy collectives matrix, whose trimmed twin is labelled "sanitize").
 # Under TSan: the suites that exercise threads ("tsan", "sanitize").

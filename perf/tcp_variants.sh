@@ -5,8 +5,10 @@
 # judging a change on a loaded machine: every run executes every variant in
 # rotating order; each output line is gx-perf's / mpi_allreduce_bench's CSV
 # row prefixed with variant and run, suffixed with cpu=<user+sys seconds of
-# that tool run>. Summarise ratios per run yourself (median of per-run
-# ratios).
+# that tool run's 4 ranks>, each rank timed by /usr/bin/time (the launchers,
+# gx-run and mpirun/orted, are left out: a shell's `time` around mpirun sees
+# only node A's ranks, as node B's orted is not its child). Summarise ratios
+# per run yourself (median of per-run ratios).
 #
 # usage: perf/tcp_variants.sh RUNS VARIANT...
 #   VARIANT: ompi, or NAME:ENV=V,ENV=V (gx with GX_PROVIDER=tcp plus those
@@ -44,23 +46,30 @@ esac
 exec ip netns exec "\$ns" sh -c "\$*"
 EOA
 chmod +x $tmp/ns-agent.sh
+command -v /usr/bin/time >/dev/null || { echo "tcp_variants.sh: needs /usr/bin/time (apt-get install time)" >&2; exit 1; }
+# Each rank's user+sys seconds, appended to $tmp/rcpu.
+cat >$tmp/rt.sh <<EOA
+#!/bin/sh
+exec /usr/bin/time -f "%U %S" -a -o $tmp/rcpu "\$@"
+EOA
+chmod +x $tmp/rt.sh
 ITERS=${ITERS:-20}; WARM=${WARM:-5}
 sizes=(-b ${MIN:-1M} -e ${MAX:-16M} -f 4)
 gx(){ local envs=(env GX_SOCKET_IFNAME=gxp0 GX_PROVIDER=tcp $1) port=$((20000+RANDOM%20000)); shift
   local B=$B; for e in "${envs[@]}"; do case $e in BIN=*) B=${e#BIN=};; esac; done
-  ip netns exec $nsB "${envs[@]}" $B/bin/gx-run -n 2 --nnodes 2 --node-rank 1 --master 10.232.0.1:$port --job-key k$port --node-id nodeB --timeout 300 $B/bin/gx-perf all_reduce "${sizes[@]}" -n $ITERS -w $WARM -z 2 -c 0 -d float -o sum --csv --no-progress >/dev/null 2>$tmp/e1 &
+  ip netns exec $nsB "${envs[@]}" $B/bin/gx-run -n 2 --nnodes 2 --node-rank 1 --master 10.232.0.1:$port --job-key k$port --node-id nodeB --timeout 300 $tmp/rt.sh $B/bin/gx-perf all_reduce "${sizes[@]}" -n $ITERS -w $WARM -z 2 -c 0 -d float -o sum --csv --no-progress >/dev/null 2>$tmp/e1 &
   local p=$!
-  ip netns exec $nsA "${envs[@]}" $B/bin/gx-run -n 2 --nnodes 2 --node-rank 0 --master 10.232.0.1:$port --job-key k$port --node-id nodeA --timeout 300 $B/bin/gx-perf all_reduce "${sizes[@]}" -n $ITERS -w $WARM -z 2 -c 0 -d float -o sum --csv --no-progress
+  ip netns exec $nsA "${envs[@]}" $B/bin/gx-run -n 2 --nnodes 2 --node-rank 0 --master 10.232.0.1:$port --job-key k$port --node-id nodeA --timeout 300 $tmp/rt.sh $B/bin/gx-perf all_reduce "${sizes[@]}" -n $ITERS -w $WARM -z 2 -c 0 -d float -o sum --csv --no-progress
   wait $p; }
-ompi(){ ip netns exec $nsA mpirun --allow-run-as-root --oversubscribe -np 4 --host 10.232.0.1:2,10.232.0.2:2 --mca plm_rsh_agent $tmp/ns-agent.sh --mca oob_tcp_if_include gxp0 --bind-to none --mca mpi_yield_when_idle 1 --mca btl self,tcp --mca btl_tcp_if_include gxp0 $B/bin/mpi_allreduce_bench "${sizes[@]}" -n $ITERS -w $WARM -z 1 -c 0 -d float -o sum --csv; }
+ompi(){ ip netns exec $nsA mpirun --allow-run-as-root --oversubscribe -np 4 --host 10.232.0.1:2,10.232.0.2:2 --mca plm_rsh_agent $tmp/ns-agent.sh --mca oob_tcp_if_include gxp0 --bind-to none --mca mpi_yield_when_idle 1 --mca btl self,tcp --mca btl_tcp_if_include gxp0 $tmp/rt.sh $B/bin/mpi_allreduce_bench "${sizes[@]}" -n $ITERS -w $WARM -z 1 -c 0 -d float -o sum --csv; }
 k=${#vars[@]}
 for ((r=0;r<runs;r++)); do
   echo "# run $r load $(cut -d' ' -f1-3 /proc/loadavg)"
   for ((i=0;i<k;i++)); do v=${vars[$(((i+r)%k))]}
     name=${v%%:*}; envs=${v#*:}; [ "$envs" = "$v" ] && envs=
-    TIMEFORMAT=%U+%S
-    if [ $name = ompi ]; then { time ompi >$tmp/out 2>$tmp/err; } 2>$tmp/cpu || true; else { time gx "GX_BENCH_DUMMY=1 ${envs//,/ }" >$tmp/out 2>$tmp/err; } 2>$tmp/cpu || true; fi
-    cpu=$(tail -1 $tmp/cpu | bc)
+    rm -f $tmp/rcpu
+    if [ $name = ompi ]; then ompi >$tmp/out 2>$tmp/err || true; else gx "GX_BENCH_DUMMY=1 ${envs//,/ }" >$tmp/out 2>$tmp/err || true; fi
+    cpu=$(awk '/^[0-9.]+ [0-9.]+$/ {s += $1 + $2; n++} END {printf "%.2f%s", s, n == 4 ? "" : "(" n " ranks)"}' $tmp/rcpu 2>/dev/null)
     grep out-of-place $tmp/out | sed "s/^/$name,$r,/;s/\$/cpu=$cpu/" || { echo "$name FAILED"; tail -3 $tmp/err; }
   done
 done

@@ -75,7 +75,16 @@ struct tcp_stream {
     uint64_t rx_left;
     struct tcp_rxslot *rx_slot;
     bool rx_eof;   /* the peer closed this stream cleanly, between frames */
+    /* read cache: bytes read ahead of the frame being parsed (headers, small
+     * payloads, the next frames); only read into when empty */
+    char *rc_buf;
+    uint32_t rc_off, rc_len;
 };
+
+/* Read cache per stream: a header and a small payload (the transport's
+ * control messages, eager data) arrive in one recv; payloads at least this
+ * large are read straight into their destination. */
+#define GX_TCP_RCACHE_BYTES 4096
 
 enum tcp_ep_state { EP_CONNECTING, EP_ESTABLISHED, EP_ERROR };
 

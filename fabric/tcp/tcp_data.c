@@ -38,7 +38,8 @@ int tcp_ep_alloc(struct tcp_domain *dom, struct tcp_cq *cq, int nstreams, struct
     for (int i = 0; i < nstreams; i++) {
         ep->streams[i].fd = -1;
         ep->streams[i].txq = calloc(ep->depth, sizeof(struct tcp_frame));
-        if (!ep->streams[i].txq)
+        ep->streams[i].rc_buf = malloc(GX_TCP_RCACHE_BYTES);
+        if (!ep->streams[i].txq || !ep->streams[i].rc_buf)
             goto err_free_ep;
     }
     ep->base.ops = &dom->base.ops;
@@ -55,8 +56,10 @@ int tcp_ep_alloc(struct tcp_domain *dom, struct tcp_cq *cq, int nstreams, struct
 
 err_free_ep:
     if (ep && ep->streams)
-        for (int i = 0; i < nstreams; i++)
+        for (int i = 0; i < nstreams; i++) {
             free(ep->streams[i].txq);
+            free(ep->streams[i].rc_buf);
+        }
     if (ep) {
         free(ep->streams);
         free(ep->txops);
@@ -74,6 +77,7 @@ void tcp_ep_free(struct tcp_ep *ep)
         if (ep->streams[i].fd >= 0)
             close(ep->streams[i].fd);
         free(ep->streams[i].txq);
+        free(ep->streams[i].rc_buf);
     }
     free(ep->streams);
     free(ep->txops);
@@ -319,18 +323,59 @@ static void rx_io_end(struct tcp_ep *ep, struct tcp_stream *s, ssize_t n)
                 (int)(s - ep->streams), strerror(err));
 }
 
+/* Take up to `want` bytes of the read cache into `dst`; returns how many. */
+static size_t rc_take(struct tcp_stream *s, void *dst, size_t want)
+{
+    size_t n = s->rc_len - s->rc_off;
+    if (n > want)
+        n = want;
+    memcpy(dst, s->rc_buf + s->rc_off, n);
+    s->rc_off += (uint32_t)n;
+    return n;
+}
+
+/* Read what the socket holds, once the read cache is empty: into the cache,
+ * or for a payload of GX_TCP_RCACHE_BYTES or more straight into its
+ * destination. A cache fill shorter than asked means the socket was empty:
+ * *drained stops this pass before a read that would only say EAGAIN. A
+ * short payload read does not: the rest of a large frame is usually still
+ * arriving, and reading on costs less than another progress pass.
+ * Returns false when nothing came (the end was classified). */
+static bool rx_read(struct tcp_ep *ep, struct tcp_stream *s, bool *drained)
+{
+    bool direct = s->rx_state == RX_PAYLOAD && s->rx_left >= GX_TCP_RCACHE_BYTES;
+    char *dst = direct ? s->rx_dest : s->rc_buf;
+    size_t want = direct ? (size_t)s->rx_left : GX_TCP_RCACHE_BYTES;
+    ssize_t n = recv(s->fd, dst, want, MSG_DONTWAIT);
+    if (n <= 0) {
+        rx_io_end(ep, s, n);
+        return false;
+    }
+    *drained = !direct && (size_t)n < want;
+    if (direct) {
+        s->rx_dest += n;
+        s->rx_left -= (uint64_t)n;
+    } else {
+        s->rc_off = 0;
+        s->rc_len = (uint32_t)n;
+    }
+    return true;
+}
+
 static void stream_rx(struct tcp_ep *ep, struct tcp_stream *s)
 {
+    bool drained = false;
     while (ep->state == EP_ESTABLISHED && !s->rx_eof) {
+        bool cached = s->rc_off < s->rc_len;
         if (s->rx_state == RX_HDR) {
             if (s->rx_hdr_got < sizeof(s->rx_hdr)) {
-                ssize_t n = recv(s->fd, (char *)&s->rx_hdr + s->rx_hdr_got,
-                                 sizeof(s->rx_hdr) - s->rx_hdr_got, MSG_DONTWAIT);
-                if (n <= 0) {
-                    rx_io_end(ep, s, n);
-                    return;
+                if (!cached) {
+                    if (drained || !rx_read(ep, s, &drained))
+                        return;
+                    continue;
                 }
-                s->rx_hdr_got += (size_t)n;
+                s->rx_hdr_got += rc_take(s, (char *)&s->rx_hdr + s->rx_hdr_got,
+                                         sizeof(s->rx_hdr) - s->rx_hdr_got);
                 if (s->rx_hdr_got < sizeof(s->rx_hdr))
                     continue;
                 const char *why;
@@ -349,18 +394,18 @@ static void stream_rx(struct tcp_ep *ep, struct tcp_stream *s)
             /* A complete, valid header: place it (or wait for its receive). */
             if (!rx_place_frame(ep, s) || ep->state != EP_ESTABLISHED)
                 return;
+            continue;
         }
-        if (s->rx_left) {
-            ssize_t n = recv(s->fd, s->rx_dest, (size_t)s->rx_left, MSG_DONTWAIT);
-            if (n <= 0) {
-                rx_io_end(ep, s, n);
-                return;
-            }
+        if (s->rx_left && cached) {
+            size_t n = rc_take(s, s->rx_dest, (size_t)s->rx_left);
             s->rx_dest += n;
-            s->rx_left -= (uint64_t)n;
-            if (s->rx_left)
-                continue;
+            s->rx_left -= n;
+        } else if (s->rx_left) {
+            if (drained || !rx_read(ep, s, &drained))
+                return;
         }
+        if (s->rx_left)
+            continue;
         s->rx_slot->got += s->rx_hdr.frame_len;
         s->rx_state = RX_HDR;
         s->rx_hdr_got = 0;

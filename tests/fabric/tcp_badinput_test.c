@@ -2,7 +2,9 @@
  * tcp_badinput_test.c - hostile input to the tcp provider from a raw client
  * that completes the job-key handshake and then sends malformed frames: bad
  * magic, another protocol version, a frame longer than its message, a
- * truncated header, a write under an unknown key, a write out of bounds.
+ * truncated header, a write under an unknown key, a write out of bounds, a
+ * peer that hangs up after a header and part of its payload (both in the
+ * receiver's read cache: the endpoint must fail naming the cut frame).
  * Each must give an error completion (or a dropped connection) with a log
  * line, never a crash or a write outside registered memory.
  */
@@ -31,10 +33,10 @@
     } while (0)
 
 enum { CASE_MAGIC, CASE_VERSION, CASE_FRAME_LEN, CASE_TRUNCATED, CASE_BAD_KEY, CASE_OOB,
-       CASE_GARBAGE_HANDSHAKE, NCASES };
+       CASE_CUT_PAYLOAD, CASE_GARBAGE_HANDSHAKE, NCASES };
 static const char *const names[] = { "bad magic", "other version", "frame > message",
                                      "truncated header", "unknown key", "out of bounds",
-                                     "garbage instead of handshake" };
+                                     "cut payload", "garbage instead of handshake" };
 
 static struct gx_tcp_hdr good_send(void)
 {
@@ -75,15 +77,20 @@ static void client(const struct gx_sockaddr *sa, const struct gx_fab_rkey *rkey)
                 h.raddr = k.base + k.len - 4; /* 8 bytes: 4 past the end */
                 break;
             }
-            char payload[8];
-            memset(payload, 0xee, sizeof(payload));
-            (void)!send(fd, &h, len, MSG_NOSIGNAL);
-            if (c != CASE_TRUNCATED)
-                (void)!send(fd, payload, sizeof(payload), MSG_NOSIGNAL);
+            char frame[sizeof(h) + 8];
+            memcpy(frame, &h, sizeof(h));
+            memset(frame + sizeof(h), 0xee, 8);
+            if (c == CASE_CUT_PAYLOAD)
+                len = sizeof(h) + 3; /* one segment: header and 3 of 8 bytes */
+            else if (c != CASE_TRUNCATED)
+                len = sizeof(frame);
+            (void)!send(fd, frame, len, MSG_NOSIGNAL);
         }
-        /* The server drops us (or we hang up, for the truncated header). */
+        /* The server drops us (or we hang up, for the cut ones). */
         char b[128];
-        if (c != CASE_TRUNCATED)
+        if (c == CASE_CUT_PAYLOAD)
+            usleep(100 * 1000); /* let the server read the part before the end */
+        if (c != CASE_TRUNCATED && c != CASE_CUT_PAYLOAD)
             while (gx_sock_recv_all(fd, b, 1, gx_deadline_after_ms(10000)) == GX_OK)
                 ;
         close(fd);
@@ -136,6 +143,9 @@ int main(void)
         CHECK(n == 1 && e.status != GX_OK, "case %s: got %s", names[c],
               n == 1 ? gx_strerror(e.status) : "no completion");
         printf("case %-14s -> %s: %s\n", names[c], gx_strerror(e.status), gx_last_error());
+        if (c == CASE_CUT_PAYLOAD)
+            CHECK(e.status == GX_EPEER && strstr(gx_last_error(), "middle of a frame"),
+                  "case %s: got %s: %s", names[c], gx_strerror(e.status), gx_last_error());
         gx_fab_ep_close(ep);
     }
     /* The garbage handshake never becomes an endpoint. */
