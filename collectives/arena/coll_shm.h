@@ -69,6 +69,8 @@ extern const struct coll_node_engine shm_node_engine;
 /** What hier's intra-node engine will be under the current settings
  *  (gx-info --tuning). */
 const char *shm_node_engine_plan(void);
+/** True when the settings let hier use the node arena (the cost model). */
+bool shm_node_engine_planned(void);
 
 /** Comm rank of arena index i. */
 static inline int shm_comm_rank(const struct coll_shm_arena *a, int i)

@@ -213,6 +213,13 @@ static bool node_wanted(struct gx_comm *c)
     return true;
 }
 
+bool shm_node_engine_planned(void)
+{
+    int hier = 0, shm = 0;
+    return gx_param_enum(&gx_param_hier_arena, &hier) == GX_OK && hier == 0 &&
+           gx_param_enum(&gx_param_coll_shm, &shm) == GX_OK && shm == 0;
+}
+
 const char *shm_node_engine_plan(void)
 {
     int mode = 0;

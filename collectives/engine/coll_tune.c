@@ -368,12 +368,13 @@ static struct link_cost rail_link(const struct node_shape *sh, const struct link
     return (struct link_cost){ "rail", net->alpha, net->beta * sh->L / links };
 }
 
-/* Three phases per segment: a ring reduce-scatter of the segment inside the
- * node (shm links), one all-reduce of a 1/L shard along each rail (the
- * network; the L rails of a node share its links - one, or as many as
- * GX_SOCKET_IFNAME lists - so a rail sees links/L of a link's bandwidth), a
- * ring all-gather inside the node. Segments overlap the
- * phases: the slowest phase plus 1/K of the others. */
+/* Three phases per segment: a reduce-scatter of the segment inside the node
+ * (in the node arena, priced like the one-node arena's moves of 1/L blocks;
+ * with GX_HIER_ARENA=off a ring over shm links), one all-reduce of a 1/L
+ * shard along each rail (the network; the L rails of a node share its
+ * links - one, or as many as GX_SOCKET_IFNAME lists - so a rail sees
+ * links/L of a link's bandwidth), an all-gather inside the node (arena or
+ * ring). Segments overlap the phases: the slowest plus 1/K of the others. */
 static double predict_hier(size_t bytes, const struct node_shape *sh,
                            const struct link_cost *net, enum coll_algo *rail_out)
 {
@@ -383,6 +384,10 @@ static double predict_hier(size_t bytes, const struct node_shape *sh,
     const struct link_cost *l = &link_shm;
     double t_rs = (L - 1) * (l->alpha + shard * (l->beta + gamma_reduce));
     double t_ag = (L - 1) * (l->alpha + shard * l->beta);
+    if (shm_node_engine_planned()) { /* arena/coll_shm_node.c */
+        t_rs = shm_moves_time(shard, sh->L, sh->L, L - 1, L - 1);
+        t_ag = shm_moves_time(shard, sh->L, 1, L - 1, 0);
+    }
     struct link_cost rail = rail_link(sh, net);
     double t_rail = rail_pick((size_t)shard, sh->nodes, &rail, forced_rail(), rail_out, NULL);
     int K = coll_hier_segments(bytes);
