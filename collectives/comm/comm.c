@@ -14,6 +14,7 @@
 #include "collectives/transport/xport.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/proc.h"
 #include "common/reject_log.h"
 #include "common/param.h"
 #include "common/crypto.h"
@@ -86,6 +87,29 @@ int gx_comm_boot_allgather(struct gx_comm *c, const void *mine, void *all, size_
     int rc = boot_allgather(&g, gx_comm_next_seq(c), BOOT_OP_USER, mine, all, each,
                             gx_comm_op_deadline(c));
     return gx_comm_note_failure(c, rc);
+}
+
+int gx_comm_known_death(struct gx_comm *c, bool node_only, const char *during)
+{
+    char msg[512];
+    gx_boot_progress(c->boot, 0);
+    int st = gx_boot_failure(c->boot, msg, sizeof(msg));
+    if (st != GX_OK)
+        return gx_fail(st, GX_SUB_COLL, "%s", msg);
+    const struct boot_rank_record *me = gx_boot_record(c->boot, c->world_ranks[c->rank]);
+    for (int r = 0; r < c->size; r++) {
+        const struct boot_rank_record *rec = gx_boot_record(c->boot, c->world_ranks[r]);
+        if (r == c->rank || (node_only && c->rank_node[r] != c->node_index) ||
+            strcmp(rec->host, me->host) != 0 || !gx_process_gone(rec->pid))
+            continue;
+        char who[160];
+        snprintf(msg, sizeof(msg), "comm '%s': comm rank %d, %s is gone (its process exited) %s",
+                 c->name, r, gx_boot_describe(c->boot, c->world_ranks[r], who, sizeof(who)),
+                 during);
+        gx_boot_fail(c->boot, GX_EPEER, c->world_ranks[r], msg);
+        return gx_fail(GX_EPEER, GX_SUB_COLL, "%s", msg);
+    }
+    return GX_OK;
 }
 
 bool gx_comm_same_node(const struct gx_comm *c, int a, int b)

@@ -80,6 +80,13 @@ int gx_comm_set_async_error(struct gx_comm *c, int status, const char *msg);
 /** After a failed operation: remember the error (with gx_last_error()). */
 int gx_comm_note_failure(struct gx_comm *c, int status);
 
+/** Why a peer will never answer, when it is known for sure: a failure the
+ *  bootstrap heard of (another rank's ABORT), or a rank of this communicator
+ *  on this host (`node_only`: of this node) whose process is gone; the dead
+ *  rank is then told to the others. Reported with gx_fail, the message
+ *  ending with `during` ("while ..."); GX_OK when neither is known. */
+int gx_comm_known_death(struct gx_comm *c, bool node_only, const char *during);
+
 /** True when comm ranks `a` and `b` run on the same node. */
 bool gx_comm_same_node(const struct gx_comm *c, int a, int b);
 

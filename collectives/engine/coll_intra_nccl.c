@@ -20,7 +20,6 @@
 #include "collectives/engine/coll_intra.h"
 #include "common/clock.h"
 #include "common/log.h"
-#include "common/proc.h"
 #include "gpudirect/gpu_nccl.h"
 #include "gpudirect/gpudirect.h"
 
@@ -166,63 +165,17 @@ static int make(struct gx_comm *c, struct coll_intra *in, const void *dev_hint)
     return rc;
 }
 
-/* Why a node peer will never join a pending NCCL call, most trusted first:
- * (1) a failure another rank reported over the bootstrap (it names the rank
- * that died), (2) a node peer whose process is gone: it died, and the other
- * ranks are told so they need not guess. GX_OK when neither is known yet;
- * `grace_ms` waits that long for one. */
-static bool process_gone_here(struct gx_comm *c, int r)
-{
-    const struct boot_rank_record *me = gx_boot_record(c->boot, c->world_ranks[c->rank]);
-    const struct boot_rank_record *rec = gx_boot_record(c->boot, c->world_ranks[r]);
-    return strcmp(rec->host, me->host) == 0 && gx_process_gone(rec->pid);
-}
-
-static bool connection_gone(struct gx_comm *c, int r)
-{
-    return gx_boot_peer_gone(c->boot, c->world_ranks[r]);
-}
-
-/* "comm 'x': comm rank 2, rank 2 (host pid 7) is gone" for the node peers
- * `gone` says are gone, into msg; returns how many (the first in *first). */
-static int name_gone_node_peers(struct gx_comm *c, bool (*gone)(struct gx_comm *, int),
-                                char *msg, size_t cap, int *first)
-{
-    size_t len = (size_t)snprintf(msg, cap, "comm '%s': ", c->name);
-    int n = 0;
-    for (int r = 0; r < c->size; r++) {
-        if (r == c->rank || c->rank_node[r] != c->node_index || !gone(c, r))
-            continue;
-        char who[160];
-        gx_boot_describe(c->boot, c->world_ranks[r], who, sizeof(who));
-        if (len < cap)
-            len += (size_t)snprintf(msg + len, cap - len, "%scomm rank %d, %s", n ? "; " : "",
-                                    r, who);
-        if (n++ == 0)
-            *first = r;
-    }
-    if (n && len < cap)
-        snprintf(msg + len, cap - len, " %s gone", n > 1 ? "are" : "is");
-    return n;
-}
-
+/* Why a node peer will never join a pending NCCL call, when it is known
+ * for sure (gx_comm_known_death: a failure reported over the bootstrap, or
+ * a node peer whose process is gone, then told to the others); GX_OK when
+ * neither is known yet. `grace_ms` waits that long for one. */
 static int node_root_cause(struct gx_comm *c, int grace_ms)
 {
     uint64_t until = gx_deadline_after_ms(grace_ms);
     for (;;) {
-        char msg[512];
-        gx_boot_progress(c->boot, 0);
-        int st = gx_boot_failure(c->boot, msg, sizeof(msg));
-        if (st != GX_OK)
-            return gx_fail(st, GX_SUB_COLL, "%s", msg);
-        int dead = -1;
-        if (name_gone_node_peers(c, process_gone_here, msg, sizeof(msg) - 20, &dead)) {
-            strcat(msg, " (process exited)");
-            gx_boot_fail(c->boot, GX_EPEER, c->world_ranks[dead], msg);
-            return gx_fail(GX_EPEER, GX_SUB_COLL, "%s", msg);
-        }
-        if (gx_ms_left(until) == 0)
-            return GX_OK;
+        int rc = gx_comm_known_death(c, true, "while an NCCL call of its node was pending");
+        if (rc != GX_OK || gx_ms_left(until) == 0)
+            return rc;
         gx_boot_progress(c->boot, 5);
     }
 }
@@ -237,11 +190,23 @@ static int node_peer_gone(void *arg)
     int rc = node_root_cause(c, 0);
     if (rc != GX_OK)
         return rc;
-    char msg[512];
-    int first = -1;
-    return name_gone_node_peers(c, connection_gone, msg, sizeof(msg), &first)
-               ? gx_fail(GX_EPEER, GX_SUB_COLL, "%s", msg)
-               : GX_OK;
+    char list[400] = "";
+    size_t len = 0;
+    int gone = 0;
+    for (int r = 0; r < c->size; r++) {
+        if (r == c->rank || c->rank_node[r] != c->node_index ||
+            !gx_boot_peer_gone(c->boot, c->world_ranks[r]))
+            continue;
+        char who[160];
+        gx_boot_describe(c->boot, c->world_ranks[r], who, sizeof(who));
+        if (len < sizeof(list))
+            len += (size_t)snprintf(list + len, sizeof(list) - len, "%scomm rank %d, %s",
+                                    gone ? "; " : "", r, who);
+        gone++;
+    }
+    return gone ? gx_fail(GX_EPEER, GX_SUB_COLL, "comm '%s': %s %s gone", c->name, list,
+                          gone > 1 ? "are" : "is")
+                : GX_OK;
 }
 
 /* NCCL failed on its own (its asynchronous error once a peer aborted, say):

@@ -15,7 +15,6 @@
 #include "collectives/transport/xport_internal.h"
 #include "common/clock.h"
 #include "common/log.h"
-#include "common/proc.h"
 #include "common/param.h"
 
 GX_PARAM_DEFINE(gx_param_provider, "GX_PROVIDER", GX_PARAM_STRING, "", NULL,
@@ -93,24 +92,7 @@ static int pick_net_provider(struct gx_xport *x, const char **out)
  * machine has died, instead of waiting for the set-up deadline. */
 static int xp_mesh_watch(void *ctx)
 {
-    struct gx_comm *c = ctx;
-    char msg[512];
-    gx_boot_progress(c->boot, 0);
-    int st = gx_boot_failure(c->boot, msg, sizeof(msg));
-    if (st != GX_OK)
-        return gx_fail(st, GX_SUB_COLL, "%s", msg);
-    const struct boot_rank_record *me = gx_boot_record(c->boot, c->world_ranks[c->rank]);
-    for (int r = 0; r < c->size; r++) {
-        const struct boot_rank_record *rec = gx_boot_record(c->boot, c->world_ranks[r]);
-        if (r == c->rank || strcmp(rec->host, me->host) != 0 || !gx_process_gone(rec->pid))
-            continue;
-        char who[160];
-        snprintf(msg, sizeof(msg), "%s died while the transport was being set up",
-                 gx_boot_describe(c->boot, c->world_ranks[r], who, sizeof(who)));
-        gx_boot_fail(c->boot, GX_EPEER, c->world_ranks[r], msg);
-        return gx_fail(GX_EPEER, GX_SUB_COLL, "%s", msg);
-    }
-    return GX_OK;
+    return gx_comm_known_death(ctx, false, "while the transport was being set up");
 }
 
 static int open_domain(struct gx_xport *x, const char *name, const unsigned char *mask,
