@@ -26,7 +26,7 @@ struct coll_group {
     int n;                 /* members */
     int me;                /* this rank's index among them */
     const int *ranks;      /* member -> comm rank; NULL: identity */
-    const size_t *bounds;  /* ring only: n+1 block boundaries in elements; NULL: even blocks */
+    const size_t *bounds;  /* ring, node engines: n+1 block boundaries in elements; NULL: even */
     uint32_t msg_base;     /* first message index the group uses */
     bool avg;              /* finish GX_AVG here (divide by the comm's size) */
     char *scratch;         /* the builder's scratch (its *_scratch bytes); NULL: cs_scratch */
@@ -36,6 +36,16 @@ struct coll_group {
 static inline int coll_group_rank(const struct coll_group *g, int member)
 {
     return g->ranks ? g->ranks[member] : member;
+}
+
+/* Block i of a group's vector of `count` elements (its bounds, or even). */
+static inline size_t coll_group_blk_off(const struct coll_group *g, size_t count, int i)
+{
+    return g->bounds ? g->bounds[i] : block_off(count, g->n, i);
+}
+static inline size_t coll_group_blk_len(const struct coll_group *g, size_t count, int i)
+{
+    return g->bounds ? g->bounds[i + 1] - g->bounds[i] : block_len(count, g->n, i);
 }
 
 /* The whole communicator as a group (what the plain builders use). */

@@ -50,16 +50,6 @@ struct coll_group coll_group_all(const struct coll_op *op)
     return g;
 }
 
-/* Block i of a group's vector of `count` elements. */
-static size_t gblk_off(const struct coll_group *g, size_t count, int i)
-{
-    return g->bounds ? g->bounds[i] : block_off(count, g->n, i);
-}
-static size_t gblk_len(const struct coll_group *g, size_t count, int i)
-{
-    return g->bounds ? g->bounds[i + 1] - g->bounds[i] : block_len(count, g->n, i);
-}
-
 /* What both halves of a ring over a group share. */
 struct ring_plan {
     int n, r;            /* members, my index */
@@ -73,8 +63,8 @@ static struct ring_plan ring_plan(const struct coll_group *g, size_t count, size
     struct ring_plan p = { .n = g->n, .r = g->me, .rounds = g->n - 1 };
     size_t maxblk = 0;
     for (int i = 0; i < g->n; i++)
-        if (gblk_len(g, count, i) > maxblk)
-            maxblk = gblk_len(g, count, i);
+        if (coll_group_blk_len(g, count, i) > maxblk)
+            maxblk = coll_group_blk_len(g, count, i);
     p.nch = coll_chunks(maxblk * es);
     /* Receive slots use a fixed chunk stride: blocks differ in length, and a
      * slot is reused by another block two rounds later. */
@@ -107,8 +97,8 @@ static void ring_rs_half(struct coll_op *op, const struct coll_group *g, const s
     int n = p->n, r = p->r, nch = p->nch;
     for (int s = 0; s < p->rounds; s++) {
         int sblk = mod(r - s, n), rblk = mod(r - s - 1, n);
-        size_t soff = gblk_off(g, count, sblk), slen = gblk_len(g, count, sblk);
-        size_t roff = gblk_off(g, count, rblk), rlen = gblk_len(g, count, rblk);
+        size_t soff = coll_group_blk_off(g, count, sblk), slen = coll_group_blk_len(g, count, sblk);
+        size_t roff = coll_group_blk_off(g, count, rblk), rlen = coll_group_blk_len(g, count, rblk);
         char *slot = tmp + (size_t)(s % 2) * p->stride * (size_t)nch * es;
         for (int c = 0; c < nch; c++) {
             size_t co = block_off(slen, nch, c), cl = block_len(slen, nch, c);
@@ -142,8 +132,8 @@ static void ring_ag_half(struct coll_op *op, const struct coll_group *g, const s
     int n = p->n, r = p->r, nch = p->nch, rounds = p->rounds;
     for (int s = 0; s < rounds; s++) {
         int sblk = mod(r + 1 - s, n), rblk = mod(r - s, n);
-        size_t soff = gblk_off(g, count, sblk), slen = gblk_len(g, count, sblk);
-        size_t roff = gblk_off(g, count, rblk), rlen = gblk_len(g, count, rblk);
+        size_t soff = coll_group_blk_off(g, count, sblk), slen = coll_group_blk_len(g, count, sblk);
+        size_t roff = coll_group_blk_off(g, count, rblk), rlen = coll_group_blk_len(g, count, rblk);
         for (int c = 0; c < nch; c++) {
             uint32_t msg = g->msg_base + (uint32_t)((rounds + s) * nch + c);
             size_t co = block_off(slen, nch, c), cl = block_len(slen, nch, c);
@@ -188,7 +178,7 @@ int ring_allreduce_group(struct coll_op *op, const struct coll_group *g, const v
     ring_rs_half(op, g, &p, sb, rb, count, tmp, rs_send, rs_red);
     /* The complete block r+1 (averaged if asked). */
     int own = mod(p.r + 1, p.n);
-    size_t ooff = gblk_off(g, count, own), olen = gblk_len(g, count, own);
+    size_t ooff = coll_group_blk_off(g, count, own), olen = coll_group_blk_len(g, count, own);
     for (int c = 0; c < nch; c++) {
         size_t co = block_off(olen, nch, c), cl = block_len(olen, nch, c);
         fin[c] = AT(rs_red, rounds - 1, c);

@@ -198,26 +198,23 @@ static struct coll_shm_arena *arena_new(void *map, int n, int rank, size_t slot)
     return a;
 }
 
+bool shm_node_engine_planned(void)
+{
+    int hier = 0, shm = 0;
+    return gx_param_enum(&gx_param_hier_arena, &hier) == GX_OK && hier == 0 &&
+           gx_param_enum(&gx_param_coll_shm, &shm) == GX_OK && shm == 0;
+}
+
 static bool node_wanted(struct gx_comm *c)
 {
-    int mode = 0;
-    if (c->local_size < 2 ||
-        slot_setting_of(&gx_param_hier_arena_slot, 1 << 20) < (size_t)c->local_size * 16 ||
-        gx_param_enum(&gx_param_hier_arena, &mode) != GX_OK || mode != 0 ||
-        gx_param_enum(&gx_param_coll_shm, &mode) != GX_OK || mode != 0)
+    if (c->local_size < 2 || !shm_node_engine_planned() ||
+        slot_setting_of(&gx_param_hier_arena_slot, 1 << 20) < (size_t)c->local_size * 16)
         return false;
     for (int p = 0; p < c->size; p++)
         if (p != c->rank && c->rank_node[p] == c->node_index &&
             strcmp(gx_xport_provider_of(c->xport, p), "shm") != 0)
             return false;
     return true;
-}
-
-bool shm_node_engine_planned(void)
-{
-    int hier = 0, shm = 0;
-    return gx_param_enum(&gx_param_hier_arena, &hier) == GX_OK && hier == 0 &&
-           gx_param_enum(&gx_param_coll_shm, &shm) == GX_OK && shm == 0;
 }
 
 const char *shm_node_engine_plan(void)

@@ -38,17 +38,12 @@ static size_t per_round(const struct coll_shm_arena *ar, const struct coll_group
     return per ? per : 1; /* coll_shm_arena.c makes no arena this small */
 }
 
-static size_t blk_off(const struct coll_group *g, size_t count, int j)
-{
-    return g->bounds ? g->bounds[j] : block_off(count, g->n, j);
-}
-
 static size_t node_rounds(const struct gx_comm *c, const struct coll_group *g, size_t count,
                           size_t es)
 {
     size_t most = 0;
     for (int j = 0; j < g->n; j++) {
-        size_t l = blk_off(g, count, j + 1) - blk_off(g, count, j);
+        size_t l = coll_group_blk_len(g, count, j);
         if (l > most)
             most = l;
     }
@@ -66,7 +61,7 @@ static uint64_t node_reserve(struct gx_comm *c, size_t rounds)
 static void piece(const struct coll_group *g, size_t count, int j, size_t rounds, size_t k,
                   size_t *off, size_t *len)
 {
-    size_t b0 = blk_off(g, count, j), bl = blk_off(g, count, j + 1) - b0;
+    size_t b0 = coll_group_blk_off(g, count, j), bl = coll_group_blk_len(g, count, j);
     *off = b0 + block_off(bl, (int)rounds, (int)k);
     *len = block_len(bl, (int)rounds, (int)k);
 }
