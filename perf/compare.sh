@@ -78,19 +78,11 @@ fi
 mpibench="$build/bin/mpi_allreduce_bench"
 gloo="$here/gloo_allreduce_bench.py"
 
+source "$here/netns_lib.sh"
 tmp=$(mktemp -d)
 nsA="gxperfA$$"
 nsB="gxperfB$$"
-ns_made=0
-cleanup() {
-    if [ "$ns_made" = 1 ]; then
-        ip netns del "$nsA" 2>/dev/null || true
-        ip netns del "$nsB" 2>/dev/null || true
-    fi
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+netns_cleanup_on_exit "$tmp"
 
 mpirun_base=(mpirun --allow-run-as-root --oversubscribe)
 common=(-n "$iters" -w "$warmup" -z "$blocking" -c 0 -d float -o sum)
@@ -166,35 +158,11 @@ scenario_4x1() {
 
 netns_up() {
     [ "$(id -u)" = 0 ] || { echo "compare.sh: the netns scenario needs root" >&2; return 1; }
-    ns_made=1
-    ip netns add "$nsA"
-    ip netns add "$nsB"
-    ip link add "gxpa$$" type veth peer name "gxpb$$"
-    ip link set "gxpa$$" netns "$nsA"
-    ip link set "gxpb$$" netns "$nsB"
+    netns_pair_create "$nsA" "$nsB"
     # The same interface name in both, so one *_IF_INCLUDE fits every rank.
-    ip -n "$nsA" link set "gxpa$$" name gxp0
-    ip -n "$nsB" link set "gxpb$$" name gxp0
-    ip -n "$nsA" addr add 10.231.0.1/24 dev gxp0
-    ip -n "$nsB" addr add 10.231.0.2/24 dev gxp0
-    local ns
-    for ns in "$nsA" "$nsB"; do
-        ip -n "$ns" link set lo up
-        ip -n "$ns" link set gxp0 up
-    done
+    netns_veth "$nsA" "$nsB" "gxpa$$" "gxpb$$" gxp0 10.231.0
     # mpirun starts the second node's daemon through this instead of ssh.
-    cat >"$tmp/ns-agent.sh" <<EOF
-#!/bin/sh
-while [ \$# -gt 0 ]; do case "\$1" in -*) shift ;; *) break ;; esac; done
-host=\$1; shift
-case "\$host" in
-10.231.0.1) ns=$nsA ;;
-10.231.0.2) ns=$nsB ;;
-*) echo "ns-agent: unknown host \$host" >&2; exit 1 ;;
-esac
-exec ip netns exec "\$ns" sh -c "\$*"
-EOF
-    chmod +x "$tmp/ns-agent.sh"
+    netns_agent_write "$tmp/ns-agent.sh" 10.231.0.1 "$nsA" 10.231.0.2 "$nsB"
 }
 
 # gx on two "nodes": one gx-run per namespace, rank 0's CSV on node 0.
