@@ -31,25 +31,12 @@ done
 [ "$(id -u)" = 0 ] || { echo "hier_arena_bench.sh: network namespaces need root" >&2; exit 1; }
 [ -x /usr/bin/time ] || { echo "hier_arena_bench.sh: /usr/bin/time needed (apt-get install time)" >&2; exit 1; }
 gxrun=$build/bin/gx-run gxperf=$build/bin/gx-perf
+source "$here/netns_lib.sh"
 tmp=$(mktemp -d)
 nsA=gxarenaA$$ nsB=gxarenaB$$
-cleanup() {
-    ip netns del "$nsA" 2>/dev/null || true
-    ip netns del "$nsB" 2>/dev/null || true
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-ip netns add "$nsA"
-ip netns add "$nsB"
-ip link add "gxara$$" type veth peer name "gxarb$$"
-ip link set "gxara$$" netns "$nsA"
-ip link set "gxarb$$" netns "$nsB"
-ip -n "$nsA" link set "gxara$$" name gxar0
-ip -n "$nsB" link set "gxarb$$" name gxar0
-ip -n "$nsA" addr add 10.239.0.1/24 dev gxar0
-ip -n "$nsB" addr add 10.239.0.2/24 dev gxar0
-for ns in "$nsA" "$nsB"; do ip -n "$ns" link set gxar0 up; ip -n "$ns" link set lo up; done
+netns_cleanup_on_exit "$tmp"
+netns_pair_create "$nsA" "$nsB"
+netns_veth "$nsA" "$nsB" "gxara$$" "gxarb$$" gxar0 10.239.0
 
 # job MODE SIZE ITERS: prints "busbw cpu_seconds" (rank 0's busbw; user+sys of both nodes)
 job() {

@@ -58,55 +58,24 @@ if [ ! -x "$build/bin/mpi_allreduce_bench" ]; then
 fi
 gxrun=$build/bin/gx-run gxperf=$build/bin/gx-perf mpibench=$build/bin/mpi_allreduce_bench
 
+source "$here/netns_lib.sh"
 tmp=$(mktemp -d)
 nsA=gxhierA$$ nsB=gxhierB$$
-cleanup() {
-    ip netns del "$nsA" 2>/dev/null || true
-    ip netns del "$nsB" 2>/dev/null || true
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-ip netns add "$nsA"
-ip netns add "$nsB"
+netns_cleanup_on_exit "$tmp"
+netns_pair_create "$nsA" "$nsB"
 links=(0)
 [ "$rails" = 1 ] && links=(0 1)
 for l in "${links[@]}"; do
-    ip link add "gxha$l$$" type veth peer name "gxhb$l$$"
-    ip link set "gxha$l$$" netns "$nsA"
-    ip link set "gxhb$l$$" netns "$nsB"
-    ip -n "$nsA" link set "gxha$l$$" name "gxhb$l"
-    ip -n "$nsB" link set "gxhb$l$$" name "gxhb$l"
-    ip -n "$nsA" addr add "10.23$((2 + l)).0.1/24" dev "gxhb$l"
-    ip -n "$nsB" addr add "10.23$((2 + l)).0.2/24" dev "gxhb$l"
-    ip -n "$nsA" link set "gxhb$l" up
-    ip -n "$nsB" link set "gxhb$l" up
-    if [ -n "$rate" ]; then # burst: a few ms at the rate, at least 64K
-        for ns in "$nsA" "$nsB"; do
-            ip netns exec "$ns" tc qdisc add dev "gxhb$l" root tbf rate "$rate" burst 256kb \
-                latency 100ms
-        done
+    netns_veth "$nsA" "$nsB" "gxha$l$$" "gxhb$l$$" "gxhb$l" "10.23$((2 + l)).0"
+    if [ -n "$rate" ]; then
+        netns_tbf "$nsA" "gxhb$l" "$rate"
+        netns_tbf "$nsB" "gxhb$l" "$rate"
     fi
 done
-ip -n "$nsA" link set lo up
-ip -n "$nsB" link set lo up
 ifname="=gxhb0"
 [ "$rails" = 1 ] && ifname="=gxhb0,gxhb1"
 # mpirun starts the second node's daemon through this instead of ssh.
-cat >"$tmp/ns-agent.sh" <<EOF
-#!/bin/sh
-while [ \$# -gt 0 ]; do case "\$1" in -*) shift ;; *) break ;; esac; done
-host=\$1; shift
-case "\$host" in
-10.232.0.1) ns=$nsA ;;
-10.232.0.2) ns=$nsB ;;
-*) echo "ns-agent: unknown host \$host" >&2; exit 1 ;;
-esac
-# Its own host name too: with the same one on both "nodes" Open MPI takes all
-# four ranks for one node and its shared-memory btl crashes across them.
-exec ip netns exec "\$ns" unshare --uts sh -c "hostname \$ns; \$*"
-EOF
-chmod +x "$tmp/ns-agent.sh"
+netns_agent_write "$tmp/ns-agent.sh" 10.232.0.1 "$nsA" 10.232.0.2 "$nsB" uts
 
 sizes=(-b "${HIER_BENCH_MIN:-1M}" -e "${HIER_BENCH_MAX:-16M}" -f 4)
 common=(-n "$iters" -w "$warmup" -z 1 -c 0 -d float -o sum)
