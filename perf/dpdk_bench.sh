@@ -51,18 +51,16 @@ memif() { # role -> env for one side of a memif pair
 }
 lo="GX_SOCKET_IFNAME=lo"
 
-# af_packet: two namespaces joined by a veth pair (root only).
+# af_packet: two namespaces joined by a veth pair (root only), each end
+# named as its namespace.
+source "$here/netns_lib.sh"
 veth=0
 tag=gxdkb$$
-if [ "$(id -u)" = 0 ] && ip netns add "${tag}a" 2>/dev/null && ip netns add "${tag}b" &&
-   ip link add "${tag}a" type veth peer name "${tag}b"; then
-  ip link set "${tag}a" netns "${tag}a"; ip link set "${tag}b" netns "${tag}b"
-  ip -n "${tag}a" addr add 10.77.1.1/24 dev "${tag}a"; ip -n "${tag}b" addr add 10.77.1.2/24 dev "${tag}b"
-  for n in a b; do ip -n "$tag$n" link set "$tag$n" up; ip -n "$tag$n" link set lo up; done
+trap netns_cleanup EXIT
+if [ "$(id -u)" = 0 ] && netns_pair_create "${tag}a" "${tag}b" 2>/dev/null &&
+   netns_veth "${tag}a" "${tag}b" "${tag}a" "${tag}b" "" 10.77.1; then
   veth=1
 fi
-cleanup() { ip netns del "${tag}a" 2>/dev/null || true; ip netns del "${tag}b" 2>/dev/null || true; }
-trap cleanup EXIT
 
 load0=$(cut -d" " -f1-3 /proc/loadavg)
 rows=$(mktemp)

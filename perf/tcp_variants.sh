@@ -24,28 +24,13 @@ set -euo pipefail
 B=${B:-/tmp/gx-perf-compare}
 runs=$1; shift
 vars=("$@")
+source "$(dirname "$0")/netns_lib.sh"
 nsA=gxtcpvA$$; nsB=gxtcpvB$$
 tmp=$(mktemp -d)
-cleanup(){ ip netns del $nsA 2>/dev/null||true; ip netns del $nsB 2>/dev/null||true; rm -rf $tmp; }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-ip netns add $nsA; ip netns add $nsB
-ip link add gxtva$$ type veth peer name gxtvb$$
-ip link set gxtva$$ netns $nsA; ip link set gxtvb$$ netns $nsB
-ip -n $nsA link set gxtva$$ name gxp0; ip -n $nsB link set gxtvb$$ name gxp0
-ip -n $nsA addr add 10.232.0.1/24 dev gxp0; ip -n $nsB addr add 10.232.0.2/24 dev gxp0
-for ns in $nsA $nsB; do ip -n $ns link set lo up; ip -n $ns link set gxp0 up; done
-cat >$tmp/ns-agent.sh <<EOA
-#!/bin/sh
-while [ \$# -gt 0 ]; do case "\$1" in -*) shift ;; *) break ;; esac; done
-host=\$1; shift
-case "\$host" in
-10.232.0.1) ns=$nsA ;;
-10.232.0.2) ns=$nsB ;;
-esac
-exec ip netns exec "\$ns" sh -c "\$*"
-EOA
-chmod +x $tmp/ns-agent.sh
+netns_cleanup_on_exit $tmp
+netns_pair_create $nsA $nsB
+netns_veth $nsA $nsB gxtva$$ gxtvb$$ gxp0 10.232.0
+netns_agent_write $tmp/ns-agent.sh 10.232.0.1 $nsA 10.232.0.2 $nsB
 command -v /usr/bin/time >/dev/null || { echo "tcp_variants.sh: needs /usr/bin/time (apt-get install time)" >&2; exit 1; }
 # Each rank's user+sys seconds, appended to $tmp/rcpu.
 cat >$tmp/rt.sh <<EOA
