@@ -160,7 +160,12 @@ static void handle_abort(struct gx_boot *b, int peer, const struct boot_msg *m)
     bool root_cause = b->fail_status != GX_OK && b->failed_rank == p.origin_rank &&
                       p.failed_rank != p.origin_rank && p.failed_rank >= 0 &&
                       p.failed_rank < b->size && p.failed_rank != b->rank;
-    if (root_cause)
+    /* Its own story wins too: we blamed a rank that hung up, and it tells
+     * why it gave up ("rank 3 failed to initialise: ... rank 0 ..."). */
+    bool own_story = b->fail_status != GX_OK && b->failed_rank == p.origin_rank &&
+                     p.failed_rank == p.origin_rank && b->fail_origin != p.origin_rank &&
+                     GX_IS_PEER_ERROR(p.status);
+    if (root_cause || own_story)
         b->fail_status = GX_OK;
     if (b->fail_status != GX_OK)
         return; /* already failed */

@@ -249,10 +249,10 @@ static void comm_free(struct gx_comm *c)
 
 /* Init failed because of a peer: a rank that failed first may have told us
  * why (its ABORT names the rank that died), or we may be looking at a rank
- * that only gave up. Listen briefly, then report the root cause. The rank
- * that gave up listens for the same while before it reports, so its news
- * can come too late: a rank of this machine whose process has exited is
- * then the root cause (gx_comm_known_death reports it, naming that rank). */
+ * that only gave up. Listen briefly, then report the root cause. A rank of
+ * this machine whose process has exited is a root cause too: the first rank
+ * that sees it reports it at once (gx_comm_known_death), so a rank on
+ * another machine that only saw us give up hears why within its own wait. */
 static int init_root_cause(struct gx_comm *c, int rc)
 {
     if (!GX_IS_PEER_ERROR(rc) && rc != GX_EAUTH && rc != GX_ECONNECT)
@@ -260,10 +260,11 @@ static int init_root_cause(struct gx_comm *c, int rc)
     char mine[1024], msg[512];
     snprintf(mine, sizeof(mine), "%s", gx_last_error_text());
     uint64_t settle = gx_deadline_after_ms(INIT_SETTLE_MS);
-    while (gx_ms_left(settle) > 0)
+    while (gx_ms_left(settle) > 0) {
         gx_boot_progress(c->boot, 10);
-    if (gx_boot_failure(c->boot, NULL, 0) == GX_OK && rc != GX_EAUTH)
-        (void)gx_comm_known_death(c, false, "during init");
+        if (rc != GX_EAUTH && gx_boot_failure(c->boot, NULL, 0) == GX_OK)
+            (void)gx_comm_known_death(c, false, "during init");
+    }
     int st = gx_boot_failure(c->boot, msg, sizeof(msg));
     if (st == GX_OK || strstr(mine, msg))
         return rc;
