@@ -1,6 +1,7 @@
 /*
  * coll_tune.c - choosing an algorithm: GX_ALGO, the cost model, the chunk
- * size, and the table `gx-info --tuning` prints.
+ * size. The table `gx-info --tuning` prints from this model is in
+ * coll_tune_print.c; what the two share is in coll_engine.h.
  *
  * Cost model (Hockney): a message of m bytes costs alpha + m * beta; reducing
  * m bytes costs m * gamma. alpha and beta come from the link class the
@@ -20,6 +21,7 @@
 #include <strings.h>
 
 #include "collectives/engine/coll.h"
+#include "collectives/engine/coll_engine.h"
 #include "collectives/algorithms/coll_dbtree.h"
 #include "collectives/arena/coll_shm.h"
 #include "collectives/comm/comm_internal.h"
@@ -43,16 +45,10 @@ GX_PARAM_DEFINE(gx_param_hier_rail, "GX_HIER_RAIL", GX_PARAM_ENUM, "auto",
                 "the network among the four). "
                 "Must be the same on every rank (a mismatch fails with GX_EMISMATCH).");
 
-struct link_cost {
-    const char *name;
-    double alpha;  /* seconds per message */
-    double beta;   /* seconds per byte */
-};
-
 /* Measured with gx-bw / the collectives tests on the development machine. */
-static const struct link_cost link_shm = { "shm", 4e-6, 1.0 / 3.0e9 };
-static const struct link_cost link_tcp = { "tcp", 40e-6, 1.0 / 1.2e9 };
-static const double gamma_reduce = 1.0 / 4.0e9; /* seconds per byte reduced */
+const struct link_cost coll_link_shm = { "shm", 4e-6, 1.0 / 3.0e9 };
+const struct link_cost coll_link_tcp = { "tcp", 40e-6, 1.0 / 1.2e9 };
+const double coll_gamma_reduce = 1.0 / 4.0e9; /* seconds per byte reduced */
 /* The shared-memory arena (coll_shm.c): a flag handoff between ranks (when
  * there are more ranks than CPUs, a handoff waits for the scheduler), and
  * memcpy into and out of the arena (cache-resident slots). Measured with
@@ -90,7 +86,7 @@ static double shm_moves_time(double S, int n, int per_slot, double copies, doubl
     double handoff = n > cpus ? (S / rounds <= SHM_SMALL_ROUND ? shm_handoff_oversubscribed_small
                                                               : shm_handoff_oversubscribed_large)
                               : shm_handoff;
-    return rounds * handoff + copies * S * shm_copy_beta + reductions * S * gamma_reduce;
+    return rounds * handoff + copies * S * shm_copy_beta + reductions * S * coll_gamma_reduce;
 }
 
 static double shm_allreduce_time(double S, int n)
@@ -100,11 +96,11 @@ static double shm_allreduce_time(double S, int n)
     bool over = n > cpus;
     if (piece <= SHM_SMALL_ROUND) /* stage all; every rank reduces everything */
         return rounds * (over ? shm_handoff_oversubscribed_small : shm_handoff) +
-               S * shm_copy_beta + S * (n - 1) * gamma_reduce;
+               S * shm_copy_beta + S * (n - 1) * coll_gamma_reduce;
     double handoff = over ? shm_handoff_oversubscribed_large : shm_handoff;
     /* stage (n-1)/n, copy back 1/n, copy out (n-1)/n; reduce one block */
     return rounds * 2 * handoff + S * shm_copy_beta * (2.0 * n - 1) / n +
-           S * (n - 1) / n * gamma_reduce;
+           S * (n - 1) / n * coll_gamma_reduce;
 }
 
 #define MAX_CHUNKS 64
@@ -230,19 +226,19 @@ static double pipelined(const struct link_cost *l, double hops, size_t bytes, do
 {
     double k = coll_chunks(bytes);
     double chunk = (double)bytes / k;
-    return (hops + k - 1) * (l->alpha + chunk * (l->beta + red * gamma_reduce));
+    return (hops + k - 1) * (l->alpha + chunk * (l->beta + red * coll_gamma_reduce));
 }
 
 /* `net`: the link between nodes (probed, or the tcp defaults). */
-static double predict(enum coll_kind kind, enum coll_algo algo, size_t bytes, int n, int nodes,
-                      const struct link_cost *net)
+double coll_tune_predict(enum coll_kind kind, enum coll_algo algo, size_t bytes, int n, int nodes,
+                         const struct link_cost *net)
 {
     if (!applies(kind, algo))
         return -1;
     if (n <= 1)
         return 0;
-    const struct link_cost *l = nodes > 1 ? net : &link_shm;
-    double S = (double)bytes, a = l->alpha, b = l->beta, g = gamma_reduce;
+    const struct link_cost *l = nodes > 1 ? net : &coll_link_shm;
+    double S = (double)bytes, a = l->alpha, b = l->beta, g = coll_gamma_reduce;
     int p = coll_pof2(n);
     double L = log2i(p), fold = p != n ? 1 : 0, lg = log2i(n);
     switch (kind) {
@@ -309,49 +305,41 @@ static double predict(enum coll_kind kind, enum coll_algo algo, size_t bytes, in
 
 /* ---- hierarchical all-reduce (coll_hier.c) ---------------------------------- */
 
-/* The node layout the model needs: node count, the largest node's rank
- * count L, whether nodes differ. hier applies with >= 2 nodes and L >= 2. */
-struct node_shape {
-    int nodes, L;
-    bool uneven;
-    int rails;   /* network links per node the rails spread over (GX_SOCKET_IFNAME's list) */
-};
-
-static bool hier_applies(const struct node_shape *sh)
+bool coll_tune_hier_applies(const struct node_shape *sh)
 {
     return sh->nodes > 1 && sh->L > 1;
 }
 
 /* The rails' candidates, in the order ties go. */
-#define RAIL_ALGOS 4
-static const enum coll_algo rail_algos[RAIL_ALGOS] = { COLL_ALGO_RING, COLL_ALGO_RHD,
-                                                       COLL_ALGO_TREE, COLL_ALGO_DBTREE };
+const enum coll_algo coll_rail_algos[COLL_RAIL_ALGOS] = { COLL_ALGO_RING, COLL_ALGO_RHD,
+                                                          COLL_ALGO_TREE, COLL_ALGO_DBTREE };
 
 /* GX_HIER_RAIL: COLL_ALGO_AUTO, or the forced rail algorithm. */
-static enum coll_algo forced_rail(void)
+enum coll_algo coll_tune_forced_rail(void)
 {
     int i = 0; /* malformed: gx_param_check_environment failed init already */
     (void)gx_param_enum(&gx_param_hier_rail, &i);
-    return i >= 1 && i <= RAIL_ALGOS ? rail_algos[i - 1] : COLL_ALGO_AUTO;
+    return i >= 1 && i <= COLL_RAIL_ALGOS ? coll_rail_algos[i - 1] : COLL_ALGO_AUTO;
 }
 
 /* One rail: an all-reduce of `shard` bytes among `nodes` ranks (one per
  * node) over `link`, by the fastest of ring, rhd, tree and dbtree (the flat
  * model, predict), or by `want` (not AUTO). Returns its time; *out (may be
  * NULL) gets the algorithm, times[] (may be NULL) each candidate's. */
-static double rail_pick(size_t shard, int nodes, const struct link_cost *link,
-                        enum coll_algo want, enum coll_algo *out, double times[RAIL_ALGOS])
+double coll_tune_rail_pick(size_t shard, int nodes, const struct link_cost *link,
+                           enum coll_algo want, enum coll_algo *out, double times[COLL_RAIL_ALGOS])
 {
     enum coll_algo best = COLL_ALGO_RING;
     double best_t = -1;
-    for (int i = 0; i < RAIL_ALGOS; i++) {
-        double t = predict(COLL_ALLREDUCE, rail_algos[i], shard, nodes, nodes, link);
+    for (int i = 0; i < COLL_RAIL_ALGOS; i++) {
+        double t = coll_tune_predict(COLL_ALLREDUCE, coll_rail_algos[i], shard, nodes, nodes,
+                                     link);
         if (times)
             times[i] = t;
-        bool pick = want != COLL_ALGO_AUTO ? rail_algos[i] == want
+        bool pick = want != COLL_ALGO_AUTO ? coll_rail_algos[i] == want
                                              : t >= 0 && (best_t < 0 || t < best_t);
         if (pick) {
-            best = rail_algos[i];
+            best = coll_rail_algos[i];
             best_t = t;
         }
     }
@@ -362,7 +350,7 @@ static double rail_pick(size_t shard, int nodes, const struct link_cost *link,
 
 /* A rail's link: the network link with its bandwidth shared by the node's L
  * rails over min(L, GX_SOCKET_IFNAME entries) links. */
-static struct link_cost rail_link(const struct node_shape *sh, const struct link_cost *net)
+struct link_cost coll_tune_rail_link(const struct node_shape *sh, const struct link_cost *net)
 {
     int links = sh->rails < 1 ? 1 : sh->rails > sh->L ? sh->L : sh->rails;
     return (struct link_cost){ "rail", net->alpha, net->beta * sh->L / links };
@@ -375,21 +363,22 @@ static struct link_cost rail_link(const struct node_shape *sh, const struct link
  * links - one, or as many as GX_SOCKET_IFNAME lists - so a rail sees
  * links/L of a link's bandwidth), an all-gather inside the node (arena or
  * ring). Segments overlap the phases: the slowest plus 1/K of the others. */
-static double predict_hier(size_t bytes, const struct node_shape *sh,
-                           const struct link_cost *net, enum coll_algo *rail_out)
+double coll_tune_predict_hier(size_t bytes, const struct node_shape *sh,
+                              const struct link_cost *net, enum coll_algo *rail_out)
 {
-    if (!hier_applies(sh))
+    if (!coll_tune_hier_applies(sh))
         return -1;
     double S = (double)bytes, L = sh->L, shard = S / L;
-    const struct link_cost *l = &link_shm;
-    double t_rs = (L - 1) * (l->alpha + shard * (l->beta + gamma_reduce));
+    const struct link_cost *l = &coll_link_shm;
+    double t_rs = (L - 1) * (l->alpha + shard * (l->beta + coll_gamma_reduce));
     double t_ag = (L - 1) * (l->alpha + shard * l->beta);
     if (shm_node_engine_planned()) { /* arena/coll_shm_node.c */
         t_rs = shm_moves_time(shard, sh->L, sh->L, L - 1, L - 1);
         t_ag = shm_moves_time(shard, sh->L, 1, L - 1, 0);
     }
-    struct link_cost rail = rail_link(sh, net);
-    double t_rail = rail_pick((size_t)shard, sh->nodes, &rail, forced_rail(), rail_out, NULL);
+    struct link_cost rail = coll_tune_rail_link(sh, net);
+    double t_rail = coll_tune_rail_pick((size_t)shard, sh->nodes, &rail, coll_tune_forced_rail(),
+                                        rail_out, NULL);
     int K = coll_hier_segments(bytes);
     double sum = t_rs + t_rail + t_ag, mx = t_rs;
     mx = t_rail > mx ? t_rail : mx;
@@ -414,26 +403,27 @@ static struct node_shape comm_shape(const struct gx_comm *comm)
  * not apply, falls back to auto. */
 double coll_predict(enum coll_kind kind, enum coll_algo algo, size_t bytes, int n, int nodes)
 {
-    return predict(kind, algo, bytes, n, nodes, &link_tcp);
+    return coll_tune_predict(kind, algo, bytes, n, nodes, &coll_link_tcp);
 }
 
-static enum coll_algo choose(enum coll_kind kind, size_t bytes, int n, const struct node_shape *sh,
-                             bool arena, const struct link_cost *net, bool *forced_out)
+enum coll_algo coll_tune_choose(enum coll_kind kind, size_t bytes, int n,
+                                const struct node_shape *sh, bool arena,
+                                const struct link_cost *net, bool *forced_out)
 {
     pthread_once(&forced_once, parse_forced);
     int nodes = sh->nodes;
     *forced_out = forced[kind] != COLL_ALGO_AUTO && (forced[kind] != COLL_ALGO_SHM || arena) &&
-                  (forced[kind] != COLL_ALGO_HIER || hier_applies(sh));
+                  (forced[kind] != COLL_ALGO_HIER || coll_tune_hier_applies(sh));
     if (*forced_out)
         return forced[kind];
     enum coll_algo best = applicable[kind][0];
-    double best_t = predict(kind, best, bytes, n, nodes, net);
+    double best_t = coll_tune_predict(kind, best, bytes, n, nodes, net);
     for (int i = 1; i < MAX_APPLICABLE && applicable[kind][i]; i++) {
         enum coll_algo a = applicable[kind][i];
         if (a == COLL_ALGO_SHM && !arena)
             continue;
-        double t = a == COLL_ALGO_HIER ? predict_hier(bytes, sh, net, NULL)
-                                       : predict(kind, a, bytes, n, nodes, net);
+        double t = a == COLL_ALGO_HIER ? coll_tune_predict_hier(bytes, sh, net, NULL)
+                                       : coll_tune_predict(kind, a, bytes, n, nodes, net);
         if (t >= 0 && t < best_t) {
             best_t = t;
             best = a;
@@ -445,7 +435,7 @@ static enum coll_algo choose(enum coll_kind kind, size_t bytes, int n, const str
 static const struct link_cost *comm_net(const struct gx_comm *comm, struct link_cost *probed)
 {
     *probed = (struct link_cost){ "probed", comm->net_alpha, comm->net_beta };
-    return comm->net_alpha > 0 ? probed : &link_tcp;
+    return comm->net_alpha > 0 ? probed : &coll_link_tcp;
 }
 
 enum coll_algo coll_choose(const struct gx_comm *comm, enum coll_kind kind, size_t bytes)
@@ -453,177 +443,17 @@ enum coll_algo coll_choose(const struct gx_comm *comm, enum coll_kind kind, size
     bool f;
     struct link_cost probed;
     struct node_shape sh = comm_shape(comm);
-    return choose(kind, bytes, comm->size, &sh, comm->shm != NULL, comm_net(comm, &probed), &f);
+    return coll_tune_choose(kind, bytes, comm->size, &sh, comm->shm != NULL,
+                            comm_net(comm, &probed), &f);
 }
 
 enum coll_algo coll_hier_rail_algo(const struct gx_comm *comm, size_t bytes)
 {
     struct link_cost probed;
     struct node_shape sh = comm_shape(comm);
-    enum coll_algo rail = forced_rail();
+    enum coll_algo rail = coll_tune_forced_rail();
     if (rail != COLL_ALGO_AUTO)
         return rail;
-    (void)predict_hier(bytes, &sh, comm_net(comm, &probed), &rail);
+    (void)coll_tune_predict_hier(bytes, &sh, comm_net(comm, &probed), &rail);
     return rail;
-}
-
-/* ---- gx-info --tuning ------------------------------------------------------ */
-
-static void fmt_time(char *buf, size_t len, double s)
-{
-    if (s < 0)
-        snprintf(buf, len, "-");
-    else if (s < 1e-3)
-        snprintf(buf, len, "%.1fus", s * 1e6);
-    else if (s < 1)
-        snprintf(buf, len, "%.2fms", s * 1e3);
-    else
-        snprintf(buf, len, "%.2fs", s);
-}
-
-static void fmt_size(char *buf, size_t len, size_t b)
-{
-    if (b >= (1u << 30))
-        snprintf(buf, len, "%zuG", b >> 30);
-    else if (b >= (1u << 20))
-        snprintf(buf, len, "%zuM", b >> 20);
-    else if (b >= 1024)
-        snprintf(buf, len, "%zuK", b >> 10);
-    else
-        snprintf(buf, len, "%zu", b);
-}
-
-/* The rails' algorithm per all-reduce size: each candidate's predicted time
- * for the 1/L shard and the pick (the `rail` column above). */
-static void print_rails(FILE *f, const struct node_shape *sh, const struct link_cost *net)
-{
-    struct link_cost rl = rail_link(sh, net);
-    enum coll_algo want = forced_rail();
-    fprintf(f, "\nhier rails: one all-reduce of the 1/%d shard among %d nodes per rail "
-            "(GX_HIER_RAIL=%s; * = the rail's algorithm)\n", sh->L, sh->nodes,
-            gx_param_text(&gx_param_hier_rail));
-    fprintf(f, "%10s %10s", "bytes", "shard");
-    for (int i = 0; i < RAIL_ALGOS; i++)
-        fprintf(f, " %11s", coll_algo_name(rail_algos[i]));
-    fprintf(f, "   rail\n");
-    for (size_t b = 4; b <= ((size_t)1 << 30); b *= 4) {
-        size_t shard = b / (size_t)sh->L;
-        double t[RAIL_ALGOS];
-        enum coll_algo pick;
-        (void)rail_pick(shard, sh->nodes, &rl, want, &pick, t);
-        char sz[16], shs[16];
-        fmt_size(sz, sizeof(sz), b);
-        fmt_size(shs, sizeof(shs), shard);
-        fprintf(f, "%10s %10s", sz, shs);
-        for (int i = 0; i < RAIL_ALGOS; i++) {
-            char tm[24], cell[32];
-            fmt_time(tm, sizeof(tm), t[i]);
-            snprintf(cell, sizeof(cell), "%s%s", tm, pick == rail_algos[i] ? "*" : "");
-            fprintf(f, " %11s", cell);
-        }
-        fprintf(f, "   %s%s\n", coll_algo_name(pick), want != COLL_ALGO_AUTO ? " (GX_HIER_RAIL)" : "");
-    }
-}
-
-int gx_coll_tuning_print(FILE *f, int nranks, int nnodes)
-{
-    return gx_coll_tuning_print_net(f, nranks, nnodes, 0, 0);
-}
-
-int gx_coll_tuning_print_net(FILE *f, int nranks, int nnodes, double net_alpha, double net_beta)
-{
-    struct link_cost given = { "given (--link)", net_alpha, net_beta };
-    const struct link_cost *net = net_alpha > 0 && net_beta > 0 ? &given : &link_tcp;
-    if (nranks < 1 || nnodes < 1 || nnodes > nranks)
-        return gx_fail(GX_EINVAL, GX_SUB_COLL, "tuning: need 1 <= nodes (%d) <= ranks (%d)",
-                       nnodes, nranks);
-    const struct link_cost *l = nnodes > 1 ? net : &link_shm;
-    fprintf(f, "collective algorithms for %d rank(s) on %d node(s)\n", nranks, nnodes);
-    fprintf(f, "cost model: link %s alpha %.1f us, %.2f GB/s; reduction %.2f GB/s; "
-            "pipelining chunk GX_COLL_CHUNK=%s\n", l->name, l->alpha * 1e6, 1e-9 / l->beta,
-            1e-9 / gamma_reduce, gx_param_text(&gx_param_coll_chunk));
-    if (nnodes > 1 && net == &link_tcp)
-        fprintf(f, "(a communicator across nodes replaces the tcp figures with its own link's, "
-                "probed at set-up: GX_COLL_PROBE; GX_DEBUG=info shows them)\n");
-    fprintf(f, "GX_ALGO=%s\n\n", gx_param_text(&gx_param_algo));
-    /* Nodes as even as the counts allow: the first nranks % nnodes get one more. */
-    struct node_shape sh = { nnodes, (nranks + nnodes - 1) / nnodes, nranks % nnodes != 0,
-                             gx_sock_rail_count() };
-    if (nnodes > 1 && !hier_applies(&sh))
-        fprintf(f, "hier: not applicable (one rank per node: the rails are the whole "
-                "communicator)\n");
-    else if (nnodes > 1 && sh.uneven)
-        fprintf(f, "hier: nodes of %d and %d ranks: uneven, generalised (every segment cut "
-                "into %d shards, the largest node's rank count; a smaller node's ranks own "
-                "several shards and join several rails), not a flat fallback\n",
-                sh.L, sh.L - 1, sh.L);
-    else if (nnodes > 1)
-        fprintf(f, "hier: %d nodes x %d ranks: reduce-scatter inside the node, %d rails "
-                "between nodes (one per local rank, over %d network link(s) per node: "
-                "GX_SOCKET_IFNAME's list), all-gather inside the node\n", nnodes, sh.L, sh.L,
-                sh.rails < sh.L ? sh.rails : sh.L);
-    if (nnodes > 1 && hier_applies(&sh))
-        fprintf(f, "hier intra-node engine: %s%s\n", shm_node_engine_plan(),
-                sh.uneven || nranks < 2 * nnodes ? "; a node of one rank has no intra-node phase"
-                                                 : "");
-    fprintf(f, "all_reduce (predicted time per algorithm; * = chosen; flat = best of the "
-            "one-level ones)\n");
-    /* One node: assume the shared-memory arena (GX_COLL_SHM=auto, shm links). */
-    bool arena = nnodes == 1 && nranks > 1;
-    fprintf(f, "%10s %11s %11s %11s %11s %11s %11s %11s   %-6s %s\n", "bytes", "ring", "rd",
-            "rhd", "tree", "dbtree", "shm", "hier", "rail", "choice");
-    static const enum coll_algo ar[7] = { COLL_ALGO_RING, COLL_ALGO_RD, COLL_ALGO_RHD,
-                                          COLL_ALGO_TREE, COLL_ALGO_DBTREE, COLL_ALGO_SHM,
-                                          COLL_ALGO_HIER };
-    for (size_t b = 4; b <= ((size_t)1 << 30); b *= 4) {
-        bool forced_flag;
-        enum coll_algo c = choose(COLL_ALLREDUCE, b, nranks, &sh, arena, net,
-                                  &forced_flag);
-        enum coll_algo rail = COLL_ALGO_RING;
-        double th = predict_hier(b, &sh, net, &rail), flat = -1;
-        char sz[16];
-        fmt_size(sz, sizeof(sz), b);
-        fprintf(f, "%10s", sz);
-        for (int i = 0; i < 7; i++) {
-            char t[24], cell[32];
-            double p = ar[i] == COLL_ALGO_HIER ? th
-                                               : predict(COLL_ALLREDUCE, ar[i], b, nranks, nnodes,
-                                                         net);
-            if (ar[i] != COLL_ALGO_HIER && p >= 0 && (ar[i] != COLL_ALGO_SHM || arena) &&
-                (flat < 0 || p < flat))
-                flat = p;
-            fmt_time(t, sizeof(t), p);
-            snprintf(cell, sizeof(cell), "%s%s", t, c == ar[i] ? "*" : "");
-            fprintf(f, " %11s", cell);
-        }
-        char ratio[32] = "";
-        if (th > 0 && flat > 0)
-            snprintf(ratio, sizeof(ratio), " (hier/flat %.2f)", th / flat);
-        fprintf(f, "   %-6s %s%s%s\n", th >= 0 ? coll_algo_name(rail) : "-", coll_algo_name(c),
-                forced_flag ? " (GX_ALGO)" : "", ratio);
-    }
-    if (hier_applies(&sh))
-        print_rails(f, &sh, net);
-    fprintf(f, "\nother collectives (chosen algorithm and predicted time; bytes per rank's "
-            "block for allgather, reduce_scatter, gather, scatter, alltoall)\n");
-    fprintf(f, "%10s", "bytes");
-    for (int k = 1; k < COLL_KIND_COUNT; k++)
-        fprintf(f, " %18s", coll_kind_name((enum coll_kind)k));
-    fprintf(f, "\n");
-    for (size_t b = 4; b <= ((size_t)1 << 30); b *= 16) {
-        char sz[16];
-        fmt_size(sz, sizeof(sz), b);
-        fprintf(f, "%10s", sz);
-        for (int k = 1; k < COLL_KIND_COUNT; k++) {
-            bool forced_flag;
-            enum coll_algo c = choose((enum coll_kind)k, b, nranks, &sh, arena, net,
-                                      &forced_flag);
-            char t[24], cell[40];
-            fmt_time(t, sizeof(t), predict((enum coll_kind)k, c, b, nranks, nnodes, net));
-            snprintf(cell, sizeof(cell), "%s %s", coll_algo_name(c), t);
-            fprintf(f, " %18s", cell);
-        }
-        fprintf(f, "\n");
-    }
-    return GX_OK;
 }

@@ -1,6 +1,7 @@
 /*
  * xport.c - opening and closing a communicator's transport, progress and
- * waiting. The protocol itself is in xport_p2p.c.
+ * waiting. The protocol itself is in xport_p2p.c (posting) and
+ * xport_match.c (completions, arrivals, matching).
  *
  * Provider choice is made from facts every rank shares (the node layout and
  * GX_PROVIDER), so every rank opens the same meshes in the same order: shm

@@ -1,5 +1,6 @@
 /* xport_internal.h - the transport's private state, shared by xport.c
- * (set-up, teardown) and xport_p2p.c (protocol). */
+ * (set-up, teardown), xport_p2p.c (protocol: posting) and xport_match.c
+ * (protocol: completions, arrivals, matching). */
 #ifndef GX_XPORT_INTERNAL_H
 #define GX_XPORT_INTERNAL_H
 
@@ -86,9 +87,51 @@ struct gx_xport {
     char gdr_why[240];                           /* why not (xport_gdr.c) */
 };
 
-/* xport_p2p.c */
+/* An operation's protocol state (xp_op.state). */
+enum xp_state { XP_ST_NEW = 0, XP_ST_EAGER, XP_ST_RTS_SENT, XP_ST_WRITING, XP_ST_RNDV_RECV };
+
+/* Done with `status`: published to the waiter last. */
+static inline void xp_op_finish(struct xp_op *op, int status)
+{
+    op->status = status;
+    __atomic_store_n(&op->done, true, __ATOMIC_RELEASE);
+}
+
+/* GX_CHECKSUM of a message in the wire tag: its CRC-32C folded to 16 bits. */
+static inline uint16_t xp_fold16(uint32_t crc)
+{
+    return (uint16_t)(crc ^ (crc >> 16));
+}
+
+/* ---- xport_p2p.c: posting --------------------------------------------- */
 int xp_post_recv_slot(struct xp_slot *slot);
-int xp_handle_cqe(struct gx_xport *x, const struct gx_fab_cqe *e);
 void xp_fail_peer(struct xp_peer *p, int status, const char *why);
+/** Fail the op with a message (kept in op->err and as the last error). */
+void xp_op_fail(struct xp_op *op, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/** Remove and return the first op with `tag` (tail may be NULL for lists
+ *  without one). */
+struct xp_op *xp_queue_take_tag(struct xp_op **head, struct xp_op **tail, uint32_t tag);
+void xp_release_send_slot(struct xp_slot *s);
+/** GX_FAULT corrupt: flip a bit of the next data message from the peer. */
+void xp_maybe_corrupt(struct xp_peer *p, uint32_t tag, void *data, size_t len);
+/** GX_FAULT regfail: GX_ENOMEM once when injected, else GX_OK. */
+int xp_take_injected_regfail(struct gx_xport *x);
+/** Post queued CTS answers, then waiting sends, while send slots are free. */
+void xp_send_pending(struct xp_peer *p);
+/** Queue a CTS answer to the peer and post what fits. */
+void xp_send_cts(struct xp_peer *p, const struct xp_cts *cts);
+
+/* ---- xport_match.c: completions and arrivals ---------------------------- */
+int xp_handle_cqe(struct gx_xport *x, const struct gx_fab_cqe *e);
+/** A message from the peer: a CTS to its send, else to the first posted
+ *  receive of `tag` or the unexpected queue. `cs`: its folded CRC, or -1. */
+void xp_on_message(struct xp_peer *p, uint8_t type, uint32_t tag, void *data, size_t len,
+                   int32_t cs);
+/** An eager message meets its receive (checks its size and checksum). */
+void xp_deliver_eager(struct xp_peer *p, struct xp_op *op, void *data, size_t len, int32_t cs);
+/** An RTS meets its receive: register the buffer and answer with a CTS. */
+void xp_start_rndv_recv(struct xp_peer *p, struct xp_op *op, const struct xp_rts *rts,
+                        bool rts_crc);
 
 #endif

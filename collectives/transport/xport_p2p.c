@@ -1,8 +1,11 @@
 /*
- * xport_p2p.c - the transport's message protocol (see xport.h): matching,
- * eager delivery, rendezvous (RTS / CTS / write-with-immediate), send-slot
- * accounting and failure of a peer's operations. Runs under the transport
- * lock.
+ * xport_p2p.c - the transport's message protocol (see xport.h), the posting
+ * side: posting sends and receives (a receive first looks in the unexpected
+ * queue), starting an eager send or a rendezvous (RTS), queueing sends and
+ * CTS answers for a free send slot, send-slot accounting, GX_FAULT
+ * injection and failure of a peer's operations. What the fabric hands back
+ * (completions, arriving messages and their matching) is in xport_match.c.
+ * Runs under the transport lock.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -14,24 +17,14 @@
 #include "common/crc32c.h"
 #include "common/log.h"
 
-enum xp_state { XP_ST_NEW = 0, XP_ST_EAGER, XP_ST_RTS_SENT, XP_ST_WRITING, XP_ST_RNDV_RECV };
-
-static void op_finish(struct xp_op *op, int status)
-{
-    op->status = status;
-    __atomic_store_n(&op->done, true, __ATOMIC_RELEASE);
-}
-
-static void op_fail(struct xp_op *op, int status, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void op_fail(struct xp_op *op, int status, const char *fmt, ...)
+void xp_op_fail(struct xp_op *op, int status, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(op->err, sizeof(op->err), fmt, ap);
     va_end(ap);
     gx_fail(status, GX_SUB_COLL, "%s", op->err);
-    op_finish(op, status);
+    xp_op_finish(op, status);
 }
 
 static void queue_push(struct xp_op **head, struct xp_op **tail, struct xp_op *op)
@@ -46,7 +39,7 @@ static void queue_push(struct xp_op **head, struct xp_op **tail, struct xp_op *o
 
 /* Remove and return the first op with `tag` (tail may be NULL for lists
  * without one). */
-static struct xp_op *queue_take_tag(struct xp_op **head, struct xp_op **tail, uint32_t tag)
+struct xp_op *xp_queue_take_tag(struct xp_op **head, struct xp_op **tail, uint32_t tag)
 {
     struct xp_op *prev = NULL;
     for (struct xp_op *op = *head; op; prev = op, op = op->next) {
@@ -84,21 +77,16 @@ static struct xp_slot *take_send_slot(struct xp_peer *p)
     return NULL;
 }
 
-static void release_send_slot(struct xp_slot *s)
+void xp_release_send_slot(struct xp_slot *s)
 {
     s->busy = false;
     s->op = NULL;
     s->peer->send_free++;
 }
 
-static uint16_t fold16(uint32_t crc)
-{
-    return (uint16_t)(crc ^ (crc >> 16));
-}
-
 /* GX_FAULT corrupt: flip one bit of the next data message from the peer,
  * as a fabric that missed an error would deliver it. */
-static void maybe_corrupt(struct xp_peer *p, uint32_t tag, void *data, size_t len)
+void xp_maybe_corrupt(struct xp_peer *p, uint32_t tag, void *data, size_t len)
 {
     if (!p->inject_corrupt || p->corrupt_tag != tag || len == 0)
         return;
@@ -115,15 +103,15 @@ static int post_msg(struct xp_peer *p, struct xp_slot *slot, int type, uint32_t 
         memcpy(slot->buf, payload, len);
     uint64_t wire = XP_WIRE_TAG(type, tag);
     if (p->x->checksum)
-        wire = XP_WIRE_WITH_CSUM(wire, fold16(gx_crc32c(0, slot->buf, len)));
+        wire = XP_WIRE_WITH_CSUM(wire, xp_fold16(gx_crc32c(0, slot->buf, len)));
     int rc = gx_fab_post_send(p->ep, slot->buf, len, p->slab_mr, wire, (uint64_t)(uintptr_t)slot);
     if (rc != GX_OK)
-        release_send_slot(slot);
+        xp_release_send_slot(slot);
     return rc;
 }
 
 /* GX_FAULT regfail: the registration fails as a pinned-memory limit would. */
-static int take_injected_regfail(struct gx_xport *x)
+int xp_take_injected_regfail(struct gx_xport *x)
 {
     if (!x->inject_regfail)
         return GX_OK;
@@ -163,23 +151,23 @@ void xp_fail_peer(struct xp_peer *p, int status, const char *why)
     for (int l = 0; l < 3; l++) {
         for (struct xp_op *op = lists[l], *next; op; op = next) {
             next = op->next;
-            op_fail(op, status, "rank %d: %s with rank %d (tag %u) failed: %s", x->rank,
-                    op->kind == XP_OP_SEND ? "send" : "receive", p->rank, op->tag, why);
+            xp_op_fail(op, status, "rank %d: %s with rank %d (tag %u) failed: %s", x->rank,
+                       op->kind == XP_OP_SEND ? "send" : "receive", p->rank, op->tag, why);
         }
     }
     for (int i = 0; i < XP_SEND_SLOTS; i++) {
         struct xp_slot *s = &p->send_slots[i];
         if (s->busy && s->op && !s->op->done)
-            op_fail(s->op, status, "rank %d: send to rank %d (tag %u) failed: %s", x->rank,
-                    p->rank, s->op->tag, why);
+            xp_op_fail(s->op, status, "rank %d: send to rank %d (tag %u) failed: %s", x->rank,
+                       p->rank, s->op->tag, why);
         s->op = NULL;
     }
     for (int i = 0; i < XP_RNDV_TABLE; i++) {
         struct xp_op *op = x->rndv[i];
         if (op && op->peer == p->rank) {
             x->rndv[i] = NULL;
-            op_fail(op, status, "rank %d: receive from rank %d (tag %u) failed: %s", x->rank,
-                    p->rank, op->tag, why);
+            xp_op_fail(op, status, "rank %d: receive from rank %d (tag %u) failed: %s", x->rank,
+                       p->rank, op->tag, why);
         }
     }
 }
@@ -198,7 +186,7 @@ static int start_send(struct xp_peer *p, struct xp_op *op)
         op->state = XP_ST_EAGER;
         rc = op->dev ? gx_xport_mem_copy(slot->buf, false, op->buf, true, op->len) : GX_OK;
         if (rc != GX_OK)
-            release_send_slot(slot);
+            xp_release_send_slot(slot);
         else
             rc = post_msg(p, slot, XP_MSG_EAGER, op->tag, op->dev ? slot->buf : op->buf,
                           op->len);
@@ -217,7 +205,7 @@ static int start_send(struct xp_peer *p, struct xp_op *op)
     return rc;
 }
 
-static void send_pending(struct xp_peer *p)
+void xp_send_pending(struct xp_peer *p)
 {
     while (p->ctl_count > 0 && p->send_free > 0) {
         struct xp_slot *slot = take_send_slot(p);
@@ -236,11 +224,11 @@ static void send_pending(struct xp_peer *p)
             p->wait_tail = NULL;
         int rc = start_send(p, op);
         if (rc != GX_OK)
-            op_fail(op, rc, "rank %d: posting a send to rank %d failed", p->x->rank, p->rank);
+            xp_op_fail(op, rc, "rank %d: posting a send to rank %d failed", p->x->rank, p->rank);
     }
 }
 
-static void send_cts(struct xp_peer *p, const struct xp_cts *cts)
+void xp_send_cts(struct xp_peer *p, const struct xp_cts *cts)
 {
     if (p->ctl_count == p->ctl_cap) {
         /* Control path: grows with the receives posted ahead of the sender. */
@@ -254,256 +242,7 @@ static void send_cts(struct xp_peer *p, const struct xp_cts *cts)
         p->ctl_cap = cap;
     }
     p->ctl[p->ctl_count++] = *cts;
-    send_pending(p);
-}
-
-/* ---- receiving ------------------------------------------------------------ */
-
-static void truncated(struct xp_op *op, int from, int to, size_t msg, size_t cap)
-{
-    op_fail(op, GX_ETRUNCATE,
-            "message from rank %d to rank %d (tag %u) is %zu bytes but the receive buffer holds "
-            "only %zu: post a receive at least as large as the message", from, to, op->tag, msg,
-            cap);
-}
-
-/* An eager message meets its receive: `cs` is its folded CRC-32C when the
- * sender checksummed it (else -1), checked here rather than on arrival so a
- * message that waited as unexpected is checked (and corruptible) alike. */
-static void deliver_eager(struct xp_peer *p, struct xp_op *op, void *data, size_t len, int32_t cs)
-{
-    if (len > op->len) {
-        truncated(op, p->rank, p->x->rank, len, op->len);
-        return;
-    }
-    if (p->rank != p->x->rank)
-        maybe_corrupt(p, op->tag, data, len);
-    if (cs >= 0 && fold16(gx_crc32c(0, data, len)) != (uint16_t)cs) {
-        op_fail(op, GX_EPROTO, "rank %d: a %zu-byte message from rank %d (tag %u) failed its "
-                "checksum: corrupted on the way (GX_CHECKSUM)", p->x->rank, len, p->rank,
-                op->tag);
-        xp_fail_peer(p, GX_EPROTO, "a message failed its checksum");
-        return;
-    }
-    if (len && op->dev) {
-        int rc = gx_xport_mem_copy(op->buf, true, data, false, len);
-        if (rc != GX_OK) {
-            op_fail(op, rc, "rank %d: copying a %zu-byte message from rank %d into device "
-                    "memory failed: %s", p->x->rank, len, p->rank, gx_last_error());
-            return;
-        }
-    } else if (len) {
-        memcpy(op->buf, data, len);
-    }
-    op->received = len;
-    op_finish(op, GX_OK);
-}
-
-static void start_rndv_recv(struct xp_peer *p, struct xp_op *op, const struct xp_rts *rts,
-                            bool rts_crc)
-{
-    struct gx_xport *x = p->x;
-    struct xp_cts cts = { .send_id = rts->send_id, .capacity = op->len };
-    if (rts->size > op->len) {
-        truncated(op, p->rank, x->rank, rts->size, op->len);
-        cts.status = GX_ETRUNCATE;
-        send_cts(p, &cts);
-        return;
-    }
-    struct gx_fab_rcache_entry *e = NULL;
-    int rc = take_injected_regfail(x);
-    if (rc == GX_OK)
-        rc = gx_fab_rcache_get(p->d->rcache_recv, op->buf, rts->size,
-                               op->dev ? GX_FAB_MEM_CUDA : GX_FAB_MEM_HOST, &e);
-    if (rc == GX_OK)
-        rc = gx_fab_mr_pack_rkey(gx_fab_rcache_handle(e), &cts.rkey);
-    if (rc != GX_OK) {
-        if (e)
-            gx_fab_rcache_put(p->d->rcache_recv, e);
-        op_fail(op, rc, "rank %d: registering a %zu-byte receive buffer failed", x->rank, op->len);
-        cts.status = rc;
-        send_cts(p, &cts);
-        return;
-    }
-    uint32_t id;
-    do {
-        id = x->next_recv_id++;
-    } while (id == 0 || x->rndv[id % XP_RNDV_TABLE]);
-    op->id = id;
-    op->reg = e;
-    op->state = XP_ST_RNDV_RECV;
-    op->received = rts->size;
-    op->has_crc = rts_crc;
-    op->crc = rts->crc32c;
-    x->rndv[id % XP_RNDV_TABLE] = op;
-    cts.recv_id = id;
-    cts.raddr = (uint64_t)(uintptr_t)op->buf;
-    send_cts(p, &cts);
-}
-
-static void add_unexpected(struct xp_peer *p, uint8_t type, uint32_t tag, const void *data,
-                           size_t len, int32_t cs)
-{
-    struct xp_unexpected *u = malloc(sizeof(*u) + (type == XP_MSG_EAGER ? len : 0));
-    if (!u) {
-        xp_fail_peer(p, GX_ENOMEM, "no memory to hold an unexpected message");
-        return;
-    }
-    u->next = NULL;
-    u->tag = tag;
-    u->type = type;
-    u->cs = cs;
-    u->len = len;
-    if (type == XP_MSG_EAGER)
-        memcpy(u->data, data, len);
-    else
-        memcpy(&u->rts, data, sizeof(u->rts));
-    if (p->unexp_tail)
-        p->unexp_tail->next = u;
-    else
-        p->unexp_head = u;
-    p->unexp_tail = u;
-}
-
-static void on_message(struct xp_peer *p, uint8_t type, uint32_t tag, void *data, size_t len,
-                       int32_t cs)
-{
-    if (type == XP_MSG_CTS) {
-        struct xp_cts cts;
-        memcpy(&cts, data, sizeof(cts));
-        struct xp_op **pp = &p->rts_head;
-        while (*pp && (*pp)->id != cts.send_id)
-            pp = &(*pp)->next;
-        struct xp_op *op = *pp;
-        if (!op)
-            return;
-        *pp = op->next;
-        op->next = NULL;
-        if (cts.status == GX_ETRUNCATE) {
-            truncated(op, p->x->rank, p->rank, op->len, (size_t)cts.capacity);
-            return;
-        }
-        if (cts.status != GX_OK) {
-            op_fail(op, cts.status, "rank %d could not take the message from rank %d (tag %u)",
-                    p->rank, p->x->rank, op->tag);
-            return;
-        }
-        struct gx_fab_rcache_entry *e = NULL;
-        int rc = take_injected_regfail(p->x);
-        if (rc == GX_OK)
-            rc = gx_fab_rcache_get(p->d->rcache_send, op->buf, op->len,
-                                   op->dev ? GX_FAB_MEM_CUDA : GX_FAB_MEM_HOST, &e);
-        if (rc == GX_OK) {
-            op->reg = e;
-            op->state = XP_ST_WRITING;
-            rc = gx_fab_post_write_imm(p->ep, op->buf, op->len, gx_fab_rcache_handle(e),
-                                       cts.raddr, &cts.rkey, cts.recv_id, (uint64_t)(uintptr_t)op);
-        }
-        if (rc != GX_OK) {
-            if (e)
-                gx_fab_rcache_put(p->d->rcache_send, e);
-            op->reg = NULL;
-            op_fail(op, rc, "rank %d: writing %zu bytes to rank %d failed", p->x->rank, op->len,
-                    p->rank);
-        }
-        return;
-    }
-    struct xp_op *op = queue_take_tag(&p->posted_head, &p->posted_tail, tag);
-    if (!op) {
-        add_unexpected(p, type, tag, data, len, cs);
-        return;
-    }
-    if (type == XP_MSG_EAGER)
-        deliver_eager(p, op, data, len, cs);
-    else
-        start_rndv_recv(p, op, data, cs >= 0);
-}
-
-int xp_handle_cqe(struct gx_xport *x, const struct gx_fab_cqe *e)
-{
-    uint8_t ctx_type = *(const uint8_t *)(uintptr_t)e->context;
-    if (ctx_type == XP_CTX_SEND_SLOT) {
-        struct xp_slot *slot = (struct xp_slot *)(uintptr_t)e->context;
-        struct xp_peer *p = slot->peer;
-        struct xp_op *op = slot->op;
-        release_send_slot(slot);
-        if (e->status != GX_OK) {
-            if (op && !op->done)
-                op_fail(op, e->status, "rank %d: send to rank %d (tag %u) failed on %s",
-                        x->rank, p->rank, op->tag, gx_fab_ep_name(p->ep));
-            xp_fail_peer(p, e->status, "the link broke");
-            return GX_OK;
-        }
-        if (op)
-            op_finish(op, GX_OK);
-        send_pending(p);
-        return GX_OK;
-    }
-    if (ctx_type == XP_CTX_OP) {
-        struct xp_op *op = (struct xp_op *)(uintptr_t)e->context;
-        struct xp_peer *p = &x->peers[op->peer];
-        if (op->reg)
-            gx_fab_rcache_put(p->d->rcache_send, op->reg);
-        op->reg = NULL;
-        if (e->status != GX_OK) {
-            op_fail(op, e->status, "rank %d: writing %zu bytes to rank %d failed on %s", x->rank,
-                    op->len, p->rank, gx_fab_ep_name(p->ep));
-            xp_fail_peer(p, e->status, "the link broke");
-        } else {
-            op_finish(op, GX_OK);
-        }
-        return GX_OK;
-    }
-    struct xp_slot *slot = (struct xp_slot *)(uintptr_t)e->context;
-    struct xp_peer *p = slot->peer;
-    if (e->status != GX_OK || (e->flags & GX_FAB_CQE_FLUSHED)) {
-        if (!p->failed && e->status != GX_EABORTED) {
-            char why[160];
-            snprintf(why, sizeof(why), "the link on %s broke (%s)", gx_fab_ep_name(p->ep),
-                     gx_strerror(e->status));
-            xp_fail_peer(p, e->status == GX_OK ? GX_EPEER : e->status, why);
-        }
-        return GX_OK;
-    }
-    if (e->flags & GX_FAB_CQE_IMM) {
-        struct xp_op *op = x->rndv[e->imm % XP_RNDV_TABLE];
-        if (op && op->id == e->imm) {
-            x->rndv[e->imm % XP_RNDV_TABLE] = NULL;
-            gx_fab_rcache_put(p->d->rcache_recv, op->reg);
-            op->reg = NULL;
-            if (!op->dev) /* device memory: the CPU must not read it */
-                maybe_corrupt(p, op->tag, op->buf, op->received);
-            if (op->has_crc && !op->dev && gx_crc32c(0, op->buf, op->received) != op->crc) {
-                op_fail(op, GX_EPROTO, "rank %d: the %zu bytes rank %d wrote (tag %u) fail "
-                        "their checksum: corrupted on the way (GX_CHECKSUM)", x->rank,
-                        op->received, p->rank, op->tag);
-                xp_fail_peer(p, GX_EPROTO, "a message failed its checksum");
-                return GX_OK;
-            }
-            op_finish(op, GX_OK);
-        }
-    } else if (XP_WIRE_VERSION(e->tag) != XP_PROTO_VERSION) {
-        xp_fail_peer(p, GX_EPROTO, "it speaks another transport protocol version");
-        return GX_OK;
-    } else {
-        uint8_t type = (uint8_t)XP_WIRE_TYPE(e->tag);
-        int32_t cs = (e->tag & XP_WIRE_CSUM_FLAG) ? (int32_t)XP_WIRE_CSUM(e->tag) : -1;
-        /* Control messages are checked now; eager payloads when delivered. */
-        if (type != XP_MSG_EAGER && cs >= 0 &&
-            fold16(gx_crc32c(0, slot->buf, e->len)) != (uint16_t)cs) {
-            char why[200];
-            snprintf(why, sizeof(why), "a %zu-byte message from rank %d (tag %u) failed its "
-                     "checksum: corrupted on the way (GX_CHECKSUM)", (size_t)e->len, p->rank,
-                     XP_WIRE_USER_TAG(e->tag));
-            xp_fail_peer(p, GX_EPROTO, why);
-            return GX_OK;
-        }
-        on_message(p, type, XP_WIRE_USER_TAG(e->tag), slot->buf, e->len, cs);
-    }
-    int rc = xp_post_recv_slot(slot);
-    if (rc != GX_OK)
-        xp_fail_peer(p, rc, "could not re-post a receive slot");
-    return GX_OK;
+    xp_send_pending(p);
 }
 
 /* ---- posting ---------------------------------------------------------------- */
@@ -544,9 +283,9 @@ static void self_send_dev(struct xp_peer *p, uint32_t tag, const void *buf, size
     void *tmp = malloc(len ? len : 1);
     int rc = tmp ? gx_xport_mem_copy(tmp, false, buf, true, len) : GX_ENOMEM;
     if (rc == GX_OK)
-        on_message(p, XP_MSG_EAGER, tag, tmp, len, -1);
+        xp_on_message(p, XP_MSG_EAGER, tag, tmp, len, -1);
     free(tmp);
-    op_finish(op, rc);
+    xp_op_finish(op, rc);
 }
 
 int gx_xport_send_mem(struct gx_xport *x, struct xp_op *op, int peer, uint32_t tag,
@@ -564,8 +303,8 @@ int gx_xport_send_mem(struct gx_xport *x, struct xp_op *op, int peer, uint32_t t
     if (peer == x->rank && op->dev) {
         self_send_dev(p, tag, buf, len, op);
     } else if (peer == x->rank) {
-        on_message(p, XP_MSG_EAGER, tag, (void *)buf, len, -1); /* to self: deliver now */
-        op_finish(op, GX_OK);
+        xp_on_message(p, XP_MSG_EAGER, tag, (void *)buf, len, -1); /* to self: deliver now */
+        xp_op_finish(op, GX_OK);
     } else if (p->wait_head || (rc = start_send(p, op)) == GX_INPROGRESS) {
         queue_push(&p->wait_head, &p->wait_tail, op);
         rc = GX_OK;
@@ -604,9 +343,9 @@ int gx_xport_recv_mem(struct gx_xport *x, struct xp_op *op, int peer, uint32_t t
         if (p->unexp_tail == u)
             p->unexp_tail = prev;
         if (u->type == XP_MSG_EAGER)
-            deliver_eager(p, op, u->data, u->len, u->cs);
+            xp_deliver_eager(p, op, u->data, u->len, u->cs);
         else
-            start_rndv_recv(p, op, &u->rts, u->cs >= 0);
+            xp_start_rndv_recv(p, op, &u->rts, u->cs >= 0);
         free(u);
     }
     pthread_mutex_unlock(&x->lock);
