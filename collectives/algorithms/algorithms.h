@@ -51,6 +51,11 @@ static inline size_t coll_group_blk_len(const struct coll_group *g, size_t count
 /* The whole communicator as a group (what the plain builders use). */
 struct coll_group coll_group_all(const struct coll_op *op);
 
+/* A group all-reduce with nothing to exchange (one member, or no elements):
+ * the result is this rank's own vector, averaged when g->avg. */
+void coll_group_own_result(struct coll_op *op, const struct coll_group *g, const void *sendbuf,
+                           void *recvbuf, size_t count);
+
 /* Ring over a group: all-reduce; its two halves alone (reduce-scatter leaves
  * the complete block (me+1) mod n in recvbuf, all-gather spreads that block);
  * the messages (both halves together) and scratch bytes a call needs. */

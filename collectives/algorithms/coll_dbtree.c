@@ -198,9 +198,7 @@ int dbtree_allreduce_group(struct coll_op *op, const struct coll_group *g, const
     int n = g->n, r = g->me;
     size_t es = op->a.es;
     if (n == 1 || count == 0) {
-        int cp = cs_copy(op, recvbuf, sendbuf, count * es, -1, -1, -1);
-        if (g->avg && count)
-            cs_avg(op, recvbuf, count, cp, -1, -1);
+        coll_group_own_result(op, g, sendbuf, recvbuf, count);
         return GX_OK;
     }
     struct dbtree_half h[2];

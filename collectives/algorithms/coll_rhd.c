@@ -47,9 +47,7 @@ int rhd_allreduce_group(struct coll_op *op, const struct coll_group *g, const vo
     char *rb = recvbuf;
     const char *sb = sendbuf;
     if (n == 1 || bytes == 0) {
-        int cp = cs_copy(op, rb, sb, bytes, -1, -1, -1);
-        if (g->avg && count)
-            cs_avg(op, rb, count, cp, -1, -1);
+        coll_group_own_result(op, g, sb, rb, count);
         return GX_OK;
     }
     int p = coll_pof2(n), rem = n - p;

@@ -50,6 +50,14 @@ struct coll_group coll_group_all(const struct coll_op *op)
     return g;
 }
 
+void coll_group_own_result(struct coll_op *op, const struct coll_group *g, const void *sendbuf,
+                           void *recvbuf, size_t count)
+{
+    int cp = cs_copy(op, recvbuf, sendbuf, count * op->a.es, -1, -1, -1);
+    if (g->avg && count)
+        cs_avg(op, recvbuf, count, cp, -1, -1);
+}
+
 /* What both halves of a ring over a group share. */
 struct ring_plan {
     int n, r;            /* members, my index */
@@ -161,9 +169,7 @@ int ring_allreduce_group(struct coll_op *op, const struct coll_group *g, const v
     char *rb = recvbuf;
     const char *sb = sendbuf;
     if (g->n == 1) {
-        int cp = cs_copy(op, rb, sb, count * es, -1, -1, -1);
-        if (g->avg && count)
-            cs_avg(op, rb, count, cp, -1, -1);
+        coll_group_own_result(op, g, sb, rb, count);
         return GX_OK;
     }
     if (count == 0)

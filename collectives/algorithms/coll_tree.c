@@ -166,9 +166,7 @@ int tree_allreduce_group(struct coll_op *op, const struct coll_group *g, const v
 {
     size_t es = op->a.es, bytes = count * es;
     if (g->n == 1 || bytes == 0) {
-        int cp = cs_copy(op, recvbuf, sendbuf, bytes, -1, -1, -1);
-        if (g->avg && count)
-            cs_avg(op, recvbuf, count, cp, -1, -1);
+        coll_group_own_result(op, g, sendbuf, recvbuf, count);
         return GX_OK;
     }
     int nch = coll_chunks(bytes);
