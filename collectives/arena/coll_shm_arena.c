@@ -112,6 +112,12 @@ static size_t slot_setting(void)
     return slot_setting_of(&gx_param_coll_shm_slot, 256 << 10);
 }
 
+/* A node arena's slot (GX_HIER_ARENA_SLOT). */
+static size_t node_slot_setting(void)
+{
+    return slot_setting_of(&gx_param_hier_arena_slot, 1 << 20);
+}
+
 static int make_segment(int n, size_t slot, void **map_out)
 {
     size_t bytes = arena_bytes(n, slot);
@@ -208,7 +214,7 @@ bool shm_node_engine_planned(void)
 static bool node_wanted(struct gx_comm *c)
 {
     if (c->local_size < 2 || !shm_node_engine_planned() ||
-        slot_setting_of(&gx_param_hier_arena_slot, 1 << 20) < (size_t)c->local_size * 16)
+        node_slot_setting() < (size_t)c->local_size * 16)
         return false;
     for (int p = 0; p < c->size; p++)
         if (p != c->rank && c->rank_node[p] == c->node_index &&
@@ -235,7 +241,7 @@ static int node_open(struct gx_comm *c)
     struct arena_record mine = { .want = node_wanted(c), .pid = getpid(), .fd = -1 };
     void *map = NULL;
     if (me == 0 && mine.want) {
-        mine.slot_bytes = slot_setting_of(&gx_param_hier_arena_slot, 1 << 20);
+        mine.slot_bytes = node_slot_setting();
         mine.fd = make_segment(n, mine.slot_bytes, &map);
         if (mine.fd < 0)
             mine.want = 0;
