@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "common/auth.h"
+#include "common/param.h"
 #include "common/sock.h"
 #include "fabric/dpdk/dpdk_proto.h"
 #include "fabric/fabric_provider.h"
@@ -276,6 +277,8 @@ struct dpdk_tuning {
     uint64_t inflight_max;              /* bytes */
 };
 extern struct dpdk_tuning dpdk_tuning;
+/* GX_DPDK_INFLIGHT_MAX, also read by dpdk_port.c to size the memif ring. */
+extern const struct gx_param gx_param_dpdk_inflight_max;
 struct dpdk_ep *dpdk_ep_alloc(struct dpdk_domain *dom, struct dpdk_cq *cq);
 void dpdk_ep_free(struct dpdk_ep *ep);
 

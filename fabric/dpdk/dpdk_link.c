@@ -22,6 +22,7 @@
 #include <rte_cycles.h>
 #include <rte_ethdev.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "fabric/dpdk/dpdk.h"
 
@@ -63,13 +64,6 @@ static void job_run(void *arg)
         free(j); /* the caller gave up waiting */
 }
 
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 int dpdk_link_ctl(uint16_t port, enum dpdk_link_op op, unsigned timeout_ms, int *op_rc)
 {
     struct link_job *j = calloc(1, sizeof(*j));
@@ -83,9 +77,9 @@ int dpdk_link_ctl(uint16_t port, enum dpdk_link_op op, unsigned timeout_ms, int 
         return gx_fail(GX_ESYSTEM, GX_SUB_FABRIC, "dpdk: port %u: cannot queue the port operation "
                        "on EAL's interrupt thread: %s", port, rte_strerror(-rc));
     }
-    uint64_t deadline = mono_ns() + (uint64_t)timeout_ms * 1000000ull;
+    uint64_t deadline = gx_deadline_after_ms(timeout_ms);
     struct timespec nap = { 0, 50000 };
-    while (__atomic_load_n(&j->state, __ATOMIC_ACQUIRE) == JOB_PENDING && mono_ns() < deadline)
+    while (__atomic_load_n(&j->state, __ATOMIC_ACQUIRE) == JOB_PENDING && gx_now_ns() < deadline)
         nanosleep(&nap, NULL);
     int want = JOB_PENDING;
     if (__atomic_compare_exchange_n(&j->state, &want, JOB_ABANDONED, false, __ATOMIC_ACQ_REL,

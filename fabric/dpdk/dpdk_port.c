@@ -154,9 +154,7 @@ static int eal_init(int rank)
      * left the sender spinning on a full ring. */
     long long mtu = 0;
     size_t ring = 2u << 20;
-    const struct gx_param *cap = gx_param_find("GX_DPDK_INFLIGHT_MAX");
-    if (cap)
-        gx_param_size(cap, &ring);
+    (void)gx_param_size(&gx_param_dpdk_inflight_max, &ring);
     if (strncmp(vdev, "net_memif", 9) == 0 && gx_param_int(&gx_param_dpdk_mtu, &mtu) == GX_OK &&
         mtu > 2048 && mtu <= GX_DPDK_MTU_MAX) {
         uint32_t bsize = memif_bsize((uint32_t)mtu);
