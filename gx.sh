@@ -28,6 +28,7 @@ TEST_PKGS+=(python3-torch)                # the PyTorch comm hook and backend te
 TEST_PKGS+=(python3-torchvision)          # perf/torch_bench.sh (resnet18)
 TEST_PKGS+=(python3-pip python3-setuptools) # torch.install: pip install ./python, offline
 TEST_PKGS+=(openmpi-bin)                  # torch.mpirun-in-slurm: the backend under mpirun
+TEST_PKGS+=(libopenmpi-dev)               # perf/mpi_allreduce_bench: compare.sh's Open MPI column
 TEST_PKGS+=(chromium)                     # renders gx-accept's HTML report
 TEST_PKGS+=(python3-pyverbs)              # rdma-core's own tests over softverbs
 TEST_PKGS+=(time)                         # perf/tcp_variants.sh: /usr/bin/time around each rank

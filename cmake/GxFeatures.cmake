@@ -2,8 +2,8 @@
 # feature when its dependency is found; ON fails the configure when it is not.
 # Every decision is recorded with its reason for the configure summary and
 # for gx-info (through gx_build_config.h).
-include(CheckIncludeFile)
-find_package(PkgConfig)
+include(${CMAKE_CURRENT_LIST_DIR}/GxProbe.cmake)
+find_package(PkgConfig QUIET)
 
 set(GX_LINK_LIBS "")
 set(GX_FEATURE_LIST VERBS DPDK CUDA NCCL HWLOC)
@@ -25,56 +25,95 @@ function(gx_feature_decide feat found reason_found reason_missing)
 endfunction()
 
 # verbs: only the headers are needed; libibverbs is loaded with dlopen.
+set(GX_FOUND_VERBS_H 0)
+set(_verbs_missing "infiniband/verbs.h not found (apt-get install libibverbs-dev)")
 if(NOT GX_WITH_VERBS STREQUAL "OFF")
-  check_include_file(infiniband/verbs.h GX_FOUND_VERBS_H)
+  gx_try_build(GX_FOUND_VERBS_H
+    "#include <infiniband/verbs.h>\nint main(void) { struct ibv_qp_init_attr a = {0}; return (int)a.qp_type + IBV_WC_SUCCESS; }")
+  if(NOT GX_FOUND_VERBS_H AND NOT GX_TRY_BUILD_ERROR MATCHES "infiniband/verbs.h: No such file")
+    set(_verbs_missing "infiniband/verbs.h does not compile: ${GX_TRY_BUILD_ERROR} (reinstall libibverbs-dev)")
+  endif()
 endif()
 gx_feature_decide(VERBS "${GX_FOUND_VERBS_H}"
   "infiniband/verbs.h found; libibverbs is loaded at run time"
-  "infiniband/verbs.h not found (apt-get install libibverbs-dev)")
+  "${_verbs_missing}")
 
-# dpdk
-if(NOT GX_WITH_DPDK STREQUAL "OFF" AND PKG_CONFIG_FOUND)
+# dpdk: pkg-config's flags must build and link a program that calls the EAL.
+if(NOT GX_WITH_DPDK STREQUAL "OFF")
+  gx_pkg_usable(GX_DPDK libdpdk
+    "#include <rte_eal.h>\n#include <rte_ethdev.h>\nint main(int c, char **v) { return rte_eal_init(c, v) + (int)rte_eth_dev_count_avail(); }")
+endif()
+set(_dpdk_missing "libdpdk not found with pkg-config (apt-get install dpdk-dev libdpdk-dev)")
+if(GX_DPDK_BROKEN)
+  set(_dpdk_missing "libdpdk.pc found but a program using it does not build: ${GX_DPDK_BROKEN} (reinstall dpdk-dev libdpdk-dev)")
+endif()
+if(GX_DPDK_USABLE)
   pkg_check_modules(DPDK QUIET IMPORTED_TARGET libdpdk)
 endif()
-gx_feature_decide(DPDK "${DPDK_FOUND}"
-  "libdpdk ${DPDK_VERSION} found with pkg-config"
-  "libdpdk not found with pkg-config (apt-get install dpdk-dev)")
+gx_feature_decide(DPDK "${GX_DPDK_USABLE}"
+  "libdpdk ${GX_DPDK_VERSION} found with pkg-config"
+  "${_dpdk_missing}")
 if(GX_HAVE_DPDK)
   list(APPEND GX_LINK_LIBS PkgConfig::DPDK)
 endif()
 
 # hwloc
-if(NOT GX_WITH_HWLOC STREQUAL "OFF" AND PKG_CONFIG_FOUND)
+if(NOT GX_WITH_HWLOC STREQUAL "OFF")
+  gx_pkg_usable(GX_HWLOC hwloc
+    "#include <hwloc.h>\nint main(void) { hwloc_topology_t t; return hwloc_topology_init(&t); }")
+endif()
+set(_hwloc_missing "hwloc not found with pkg-config (apt-get install libhwloc-dev)")
+if(GX_HWLOC_BROKEN)
+  set(_hwloc_missing "hwloc.pc found but a program using it does not build: ${GX_HWLOC_BROKEN} (reinstall libhwloc-dev)")
+endif()
+if(GX_HWLOC_USABLE)
   pkg_check_modules(HWLOC QUIET IMPORTED_TARGET hwloc)
 endif()
-gx_feature_decide(HWLOC "${HWLOC_FOUND}"
-  "hwloc ${HWLOC_VERSION} found with pkg-config"
-  "hwloc not found with pkg-config (apt-get install libhwloc-dev)")
+gx_feature_decide(HWLOC "${GX_HWLOC_USABLE}"
+  "hwloc ${GX_HWLOC_VERSION} found with pkg-config"
+  "${_hwloc_missing}")
 if(GX_HAVE_HWLOC)
   list(APPEND GX_LINK_LIBS PkgConfig::HWLOC)
 endif()
 
 # cuda: headers only at build time; libcuda/libcudart are loaded at run time.
+set(GX_FOUND_CUDA 0)
+set(_cuda_missing "CUDA toolkit not found (find_package(CUDAToolkit); set CUDAToolkit_ROOT)")
 if(NOT GX_WITH_CUDA STREQUAL "OFF")
   find_package(CUDAToolkit QUIET)
-endif()
-gx_feature_decide(CUDA "${CUDAToolkit_FOUND}"
-  "CUDA toolkit ${CUDAToolkit_VERSION} found; the driver is loaded at run time"
-  "CUDA toolkit not found (find_package(CUDAToolkit))")
-
-# nccl: needs the CUDA toolkit and nccl.h
-set(GX_FOUND_NCCL 0)
-if(GX_HAVE_CUDA AND NOT GX_WITH_NCCL STREQUAL "OFF")
-  find_path(GX_NCCL_INCLUDE nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
-  find_library(GX_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR})
-  if(GX_NCCL_INCLUDE AND GX_NCCL_LIBRARY)
-    set(GX_FOUND_NCCL 1)
+  if(CUDAToolkit_FOUND)
+    gx_try_build(GX_FOUND_CUDA
+      "#include <cuda.h>\nint main(void) { CUdeviceptr p = 0; return (int)CUDA_SUCCESS + (int)p; }"
+      INCLUDES ${CUDAToolkit_INCLUDE_DIRS})
+    if(NOT GX_FOUND_CUDA)
+      set(_cuda_missing "CUDA toolkit ${CUDAToolkit_VERSION} found but cuda.h does not compile: ${GX_TRY_BUILD_ERROR}")
+    endif()
   endif()
 endif()
+gx_feature_decide(CUDA "${GX_FOUND_CUDA}"
+  "CUDA toolkit ${CUDAToolkit_VERSION} found; the driver is loaded at run time"
+  "${_cuda_missing}")
+
+# nccl: needs the CUDA toolkit, a nccl.h that compiles, and libnccl beside it.
+set(GX_FOUND_NCCL 0)
 if(GX_HAVE_CUDA)
   set(_nccl_missing "nccl.h or libnccl not found next to the CUDA toolkit")
 else()
   set(_nccl_missing "needs CUDA, which is off")
+endif()
+if(GX_HAVE_CUDA AND NOT GX_WITH_NCCL STREQUAL "OFF")
+  find_path(GX_NCCL_INCLUDE nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} NO_CACHE)
+  find_library(GX_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} NO_CACHE)
+  if(GX_NCCL_INCLUDE AND GX_NCCL_LIBRARY)
+    gx_try_build(GX_FOUND_NCCL
+      "#include <nccl.h>\nint main(void) { ncclUniqueId id; return (int)sizeof id + (int)ncclSuccess; }"
+      INCLUDES ${GX_NCCL_INCLUDE} ${CUDAToolkit_INCLUDE_DIRS})
+    if(NOT GX_FOUND_NCCL)
+      set(_nccl_missing "nccl.h found in ${GX_NCCL_INCLUDE} but does not compile: ${GX_TRY_BUILD_ERROR}")
+    endif()
+  elseif(GX_NCCL_INCLUDE)
+    set(_nccl_missing "nccl.h found in ${GX_NCCL_INCLUDE} but no libnccl beside the CUDA toolkit")
+  endif()
 endif()
 gx_feature_decide(NCCL "${GX_FOUND_NCCL}"
   "nccl.h found in ${GX_NCCL_INCLUDE}; libnccl is loaded at run time"
