@@ -44,6 +44,15 @@ static pthread_mutex_t derive_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool derive_have;
 static uint8_t derive_text_hash[GX_SHA256_LEN];
 static uint8_t derive_out[GX_SHA256_LEN];
+static unsigned long kdf_runs; /* under derive_lock */
+
+unsigned long gx_auth_kdf_runs(void)
+{
+    pthread_mutex_lock(&derive_lock);
+    unsigned long n = kdf_runs;
+    pthread_mutex_unlock(&derive_lock);
+    return n;
+}
 
 void gx_auth_key_derive(const char *job_key, struct gx_auth_key *out)
 {
@@ -57,11 +66,14 @@ void gx_auth_key_derive(const char *job_key, struct gx_auth_key *out)
         if (gx_auth_key_is_generated(k) || key_is_public(k)) {
             /* 128 random bits need no stretching; a public default gains nothing from it. */
             gx_hmac_sha256(kdf_salt, sizeof(kdf_salt) - 1, k, len, derive_out);
-        } else if (gx_pbkdf2_sha256(k, len, kdf_salt, sizeof(kdf_salt) - 1,
-                                    GX_AUTH_KDF_ITERATIONS, derive_out) != 0) {
-            /* libcrypto fails here only without memory: never fall back to a
-             * weak key; a random one makes every handshake fail instead. */
-            gx_random_bytes(derive_out, sizeof(derive_out));
+        } else {
+            kdf_runs++;
+            if (gx_pbkdf2_sha256(k, len, kdf_salt, sizeof(kdf_salt) - 1, GX_AUTH_KDF_ITERATIONS,
+                                 derive_out) != 0) {
+                /* libcrypto fails here only without memory: never fall back to a
+                 * weak key; a random one makes every handshake fail instead. */
+                gx_random_bytes(derive_out, sizeof(derive_out));
+            }
         }
         memcpy(derive_text_hash, text_hash, sizeof(text_hash));
         derive_have = true;

@@ -47,6 +47,9 @@ struct gx_auth_key {
  *  derivation runs once per process. job_id is left zero (unknown): rank 0
  *  picks it, the others learn it in rendezvous. */
 void gx_auth_key_derive(const char *job_key, struct gx_auth_key *out);
+/* How many times this process ran the PBKDF2 stretch: tests check that a
+ * remembered or generated key skips it without timing anything. */
+unsigned long gx_auth_kdf_runs(void);
 
 /** True for a key gx-run generated (GX_AUTH_GENERATED_PREFIX + 32 hex). */
 bool gx_auth_key_is_generated(const char *job_key);

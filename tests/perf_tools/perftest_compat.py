@@ -109,7 +109,10 @@ rows = bw_rows(gx_bw(args), args, header=HDR_LAT, title="RDMA_Write Latency Test
 if len(rows) != 1 or rows[0][:2] != [2, 200]:
     fail("--lat: rows %r" % rows)
 
-# A client with no server: at once, naming the address.
+# A client with no server: at once, naming the address. "At once" is judged
+# against gx-bw's shortest deadline (30 s to connect the fabric): a client
+# that retried until a deadline would take at least that; a third of it is
+# the bound (docs/testing.md, "Timed assertions").
 s = socket.socket()
 s.bind(("127.0.0.1", 0))
 port = s.getsockname()[1]
@@ -117,7 +120,7 @@ s.close()
 t0 = time.time()
 p = subprocess.run([BW, "-p", str(port), "127.0.0.1"], capture_output=True, text=True, timeout=30)
 took = time.time() - t0
-if p.returncode == 0 or took > 3 or "127.0.0.1:%d" % port not in p.stderr:
+if p.returncode == 0 or took > 10 or "127.0.0.1:%d" % port not in p.stderr:
     fail("client with no server: exit %d after %.1f s, stderr %r" % (p.returncode, took, p.stderr))
 
 # Server and client by hand, as perftest is run: both print the table.

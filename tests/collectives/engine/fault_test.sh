@@ -67,10 +67,12 @@ arena-kill)
     # wait for a free slot, the staging copy come before it), rank
     # 1 stops and rank 2 dies. Ranks 0 and 3 wait for both flags; the first
     # one they lack is stopped rank 1's, so only checking every awaited rank
-    # finds dead rank 2 before GX_TIMEOUT (8 s) runs out.
-    GX_ALGO=shm GX_FAULT="stop:rank=1,coll=3,step=4;kill:rank=2,coll=3,step=4" run
+    # finds dead rank 2 before GX_TIMEOUT runs out (20 s here: the survivors
+    # report at once, so a long deadline costs nothing and leaves a loaded
+    # machine its margin).
+    GX_TIMEOUT=20 GX_ALGO=shm GX_FAULT="stop:rank=1,coll=3,step=4;kill:rank=2,coll=3,step=4" run
     start=$(date +%s)
-    for _ in $(seq 300); do [ "$(grep -c '^FAILED rank [03] ' "$dir/log")" -ge 2 ] && break; sleep 0.1; done
+    for _ in $(seq 400); do [ "$(grep -c '^FAILED rank [03] ' "$dir/log")" -ge 2 ] && break; sleep 0.1; done
     took=$(( $(date +%s) - start ))
     stopped=$(cat "$dir/pid.1" 2>/dev/null)
     [ -n "$stopped" ] && kill -KILL "$stopped"
@@ -81,7 +83,7 @@ arena-kill)
         grep "^FAILED rank $r " "$dir/log" | grep -q "rank 2 (pid [0-9]*) exited while rank [03] waited for it in the shared-memory arena" ||
             fail "rank $r did not name dead rank 2 in the arena"
     done
-    [ "$took" -lt 8 ] || fail "the dead rank was named after ${took} s, not before GX_TIMEOUT (8 s)"
+    [ "$took" -lt 20 ] || fail "the dead rank was named after ${took} s, not before GX_TIMEOUT (20 s)"
     no_wrong
     ;;
 grammar)
