@@ -23,6 +23,7 @@ BUILD_PKGS+=(dpdk-dev libdpdk-dev)           # the dpdk provider (fabric/dpdk/);
 BUILD_PKGS+=(libssl-dev)  # libcrypto: SHA-256, HMAC, PBKDF2 of the job-key handshake
 # One line per need, so each feature's packages are easy to find:
 TEST_PKGS=(python3 iproute2 procps ibverbs-utils perftest)
+TEST_PKGS+=(bc)                           # boot.log-flood, chaos init_kill.sh: sums in shell
 TEST_PKGS+=(clang-14 libclang-rt-14-dev)  # the libFuzzer run
 TEST_PKGS+=(python3-torch)                # the PyTorch comm hook and backend tests
 TEST_PKGS+=(python3-torchvision)          # perf/torch_bench.sh (resnet18)
