@@ -4,7 +4,8 @@ gx's net plugin (libnccl-net-gx.so), on a real GPU (tests/gpu/run.sh runs
 it; CI never does: it has no CUDA torch and no NCCL-capable GPU).
 
     python3 tests/gpu/nccl_plugin_check.py --plugin BUILD/lib/libnccl-net-gx.so
-                                           [--nproc 2] [--iters 20]
+                                           [--nproc 2] [--iters 20] [--max-mib 64]
+                                           [--deadline 150]
 
 Spawns NPROC processes on the one GPU (GPU rank % count), each with its own
 NCCL_HOSTID so NCCL treats them as different hosts and uses its network
@@ -12,10 +13,12 @@ transport between them. Pass 1 runs with NCCL_NET_PLUGIN=<plugin>
 NCCL_NET=gx: all_reduce (sum, max) over float32, float16, bfloat16, int64
 and sizes 1, 1000, 1M+3 elements must equal the value computed from the
 ranks' inputs, and NCCL's INFO log must name the gx plugin. Then a busbw
-sweep (1 MiB .. 256 MiB float32 sum, median of --iters) runs in the same
+sweep (1 MiB .. --max-mib float32 sum, median of --iters) runs in the same
 process pair once with the plugin and once with NCCL's own Socket transport
 (NCCL_NET=Socket, no plugin), so the two figures come from the same run.
 Prints CSV lines "BUSBW,<net>,<bytes>,<GB/s>" and a ratio table.
+Everything ends by --deadline seconds (workers still running then are killed
+and the check fails saying so), so a hung NCCL never outlives its step.
 Exit 0 all passed, 1 a check failed, 77 no CUDA torch / NCCL / plugin.
 """
 
@@ -34,7 +37,7 @@ def free_port():
         return s.getsockname()[1]
 
 
-def worker(rank, size, port, net, plugin, iters, logdir, out):
+def worker(rank, size, port, net, plugin, iters, max_mib, logdir, out):
     env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
            "NCCL_HOSTID": f"gx-plugin-check-{rank}", "NCCL_DEBUG": "INFO",
            "NCCL_DEBUG_SUBSYS": "INIT,NET", "NCCL_SHM_DISABLE": "1", "NCCL_P2P_DISABLE": "1",
@@ -66,7 +69,7 @@ def worker(rank, size, port, net, plugin, iters, logdir, out):
                         fails.append(f"all_reduce {name} {dtype} n={n}: element {bad} is "
                                      f"{t[bad].item()}, expected {want[bad].item()}")
     rows = []
-    for mib in (1, 4, 16, 64, 256):
+    for mib in [m for m in (1, 4, 16, 64, 256) if m <= max_mib]:
         n = mib * (1 << 20) // 4
         t = torch.ones(n, device=dev, dtype=torch.float32)
         for _ in range(3):
@@ -90,7 +93,11 @@ def main():
     ap.add_argument("--plugin", required=True)
     ap.add_argument("--nproc", type=int, default=2)
     ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--max-mib", type=int, default=64)
+    ap.add_argument("--deadline", type=float, default=150.0,
+                    help="seconds for the whole check; workers alive then are killed")
     a = ap.parse_args()
+    end = time.monotonic() + a.deadline
     try:
         import torch
         import torch.distributed as dist
@@ -112,19 +119,28 @@ def main():
             q = ctx.Queue()
             port = free_port()
             procs = [ctx.Process(target=worker, args=(r, a.nproc, port, net, a.plugin, a.iters,
-                                                      logdir, q)) for r in range(a.nproc)]
+                                                      a.max_mib, logdir, q))
+                     for r in range(a.nproc)]
             for p in procs:
                 p.start()
             got = []
             for _ in procs:
                 try:
-                    got.append(q.get(timeout=900))
+                    got.append(q.get(timeout=max(0.1, end - time.monotonic())))
                 except Exception:
                     break
+            late = False
             for p in procs:
-                p.join(timeout=60)
+                p.join(timeout=max(0.1, min(10.0, end - time.monotonic())))
                 if p.is_alive():
                     p.kill()
+                    p.join(5)
+                    late = True
+            if late:
+                print(f"FAIL: the {net} pass was still running at the {a.deadline:.0f} s deadline: "
+                      "its workers were killed")
+                failed = True
+                break
             if len(got) != a.nproc or any(p.exitcode for p in procs):
                 print(f"FAIL: the {net} pass did not finish on every rank "
                       f"(exit codes {[p.exitcode for p in procs]})")

@@ -1,7 +1,7 @@
 """torch_cuda_check - the torch.distributed backend "gx" on CUDA tensors, on a
 real GPU (tests/gpu/run.sh runs it; never run by CI: no CUDA torch there).
 
-    python3 tests/gpu/torch_cuda_check.py [--nproc 2]
+    python3 tests/gpu/torch_cuda_check.py [--nproc 2] [--deadline 150]
 
 Spawns NPROC processes sharing GPU 0 (or GPU rank % count). Each joins the
 default group with backend "gx" and a second group with backend "nccl" (each
@@ -13,8 +13,12 @@ the inputs are written by kernels on the current stream right before the
 call (the call must wait for them), the gx result must equal the value
 computed from the ranks and NCCL's result on the same inputs. One more case
 issues on a side stream with async_op=True and reads on the default stream
-after work.wait() (the ordering ProcessGroupNCCL gives). Exit 0 all passed,
-1 a check failed, 77 no CUDA torch.
+after work.wait() (the ordering ProcessGroupNCCL gives). The NCCL group is
+used for comparison only after one all-reduce and a synchronize on it have
+worked (torch 2.x connects NCCL lazily, at the first collective); without it
+gx is checked against the computed values alone. Everything ends by
+--deadline seconds: processes alive then are killed and the check fails.
+Exit 0 all passed, 1 a check failed, 77 no CUDA torch.
 """
 
 import argparse
@@ -42,6 +46,11 @@ def run(rank, size, port, errors):
     dist.init_process_group("gx", rank=rank, world_size=size)
     try:
         nccl = dist.new_group(backend="nccl")
+        probe = torch.ones(1, device=dev)
+        dist.all_reduce(probe, group=nccl)  # NCCL connects here on torch 2.x
+        torch.cuda.synchronize()
+        if probe.item() != size:
+            raise RuntimeError(f"NCCL's probe all-reduce gave {probe.item()}, expected {size}")
     except Exception as e:  # still check gx against the computed values
         print(f"rank {rank}: no NCCL group ({e}); checking against computed values only")
         nccl = None
@@ -133,6 +142,8 @@ def child(rank, size, port, errors):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--nproc", type=int, default=2)
+    ap.add_argument("--deadline", type=float, default=150.0,
+                    help="seconds for the whole check; processes alive then are killed")
     a = ap.parse_args()
     try:
         import torch
@@ -149,8 +160,19 @@ def main():
     procs = [ctx.Process(target=child, args=(r, a.nproc, port, errors)) for r in range(a.nproc)]
     for p in procs:
         p.start()
+    import time
+    end = time.monotonic() + a.deadline
+    late = []
     for p in procs:
-        p.join(600)
+        p.join(max(0.1, end - time.monotonic()))
+        if p.is_alive():
+            p.kill()
+            p.join(5)
+            late.append(p.pid)
+    if late:
+        print(f"FAIL: processes {late} were still running at the {a.deadline:.0f} s deadline "
+              "and were killed")
+        return 1
     bad = [p.exitcode for p in procs if p.exitcode != 0]
     failed = []
     while not errors.empty():
