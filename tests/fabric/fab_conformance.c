@@ -4,6 +4,7 @@
  * (ctest registers every PROVIDER x TEST pair; a new provider joins by being
  * added to the list in CMakeLists.txt).
  */
+#include <fcntl.h>
 #include <signal.h>
 #include <string.h>
 #include <unistd.h>
@@ -489,9 +490,22 @@ static int t_mesh4(struct fab_ctx *c)
     return 0;
 }
 
-/* A connector with another job key is refused; the listener keeps going. */
+/* A connector with another job key is refused; the listener keeps going
+ * until the connector has its answer (a flag file beside the harness: the
+ * relay's barrier blocks, and the listener must keep accepting meanwhile),
+ * bounded by the connector's own deadline plus a margin, not by a guess of
+ * how long the connector's key stretch takes on a loaded machine. */
+enum { WRONG_KEY_CONNECT_MS = 5000 };
+
+static void wrong_key_flag(char *path, size_t len)
+{
+    snprintf(path, len, "/tmp/gx-fab-wrong-key.%d", (int)getppid());
+}
+
 static int t_wrong_key_child(struct fab_ctx *c)
 {
+    char flag[64];
+    wrong_key_flag(flag, sizeof(flag));
     struct gx_fab_addr addr, all[2];
     memset(&addr, 0, sizeof(addr));
     struct gx_fab_listener *lst = NULL;
@@ -509,11 +523,14 @@ static int t_wrong_key_child(struct fab_ctx *c)
         struct gx_fab_ep *ep;
         struct gx_fab_conn_param p = GX_FAB_CONN_PARAM_INIT;
         p.peer_rank = 0;
-        p.timeout_ms = 5000;
+        p.timeout_ms = WRONG_KEY_CONNECT_MS;
         FAB_OK(gx_fab_connect(other, cq, &all[0], &p, &ep));
         int rc;
         while ((rc = gx_fab_ep_establish(ep)) == GX_INPROGRESS)
             usleep(100);
+        int fd = open(flag, O_CREAT | O_WRONLY | O_TRUNC, 0600);
+        if (fd >= 0)
+            close(fd);
         FAB_CHECK(rc == GX_EAUTH, "wrong key gave %s", gx_strerror(rc));
         gx_fab_ep_close(ep);
         gx_fab_cq_close(cq);
@@ -522,11 +539,12 @@ static int t_wrong_key_child(struct fab_ctx *c)
     } else {
         /* Keep accepting until the other side reports; no endpoint may appear. */
         struct gx_fab_ep *ep = NULL;
-        uint64_t until = gx_deadline_after_ms(1500);
-        while (gx_now_ns() < until) {
+        uint64_t until = gx_deadline_after_ms(WRONG_KEY_CONNECT_MS + 5000);
+        while (gx_now_ns() < until && access(flag, F_OK) != 0) {
             FAB_CHECK(gx_fab_accept(lst, &ep) == GX_INPROGRESS, "accepted a wrong key");
             usleep(1000);
         }
+        unlink(flag);
         fab_barrier(c);
         gx_fab_listener_close(lst);
     }

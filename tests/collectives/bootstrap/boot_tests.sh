@@ -60,7 +60,8 @@ torchrun-store) # torch's store already listens on MASTER_PORT: gx takes MASTER_
     n=$1; port=$(free_port_pair)
     python3 -c "import socket,time; s=socket.socket(); s.bind(('127.0.0.1',$port)); s.listen(); time.sleep(60)" &
     blocker=$!
-    sleep 0.3
+    # the store must listen before the ranks look (python starts slowly on a loaded machine)
+    for _ in $(seq 600); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.05; done
     pids=()
     for ((r = 0; r < n; r++)); do
         env -u GX_RANK -u GX_SIZE -u GX_MASTER_PORT -u GX_MASTER_ADDR -u GX_INIT_METHOD RANK=$r \

@@ -17,8 +17,21 @@ import sys
 import time
 
 
+def connect(port, wait_s=30.0):
+    """The job's rank 0 may not listen yet on a loaded machine: retry a
+    refused connection for as long as its own init would wait for peers."""
+    end = time.monotonic() + wait_s
+    while True:
+        try:
+            return socket.create_connection(("127.0.0.1", port), timeout=2)
+        except ConnectionRefusedError:
+            if time.monotonic() > end:
+                raise
+            time.sleep(0.05)
+
+
 def capture(port):
-    s = socket.create_connection(("127.0.0.1", port), timeout=2)
+    s = connect(port)
     data = b""
     deadline = time.monotonic() + 2
     try:
