@@ -7,11 +7,12 @@
 # install step (it did: CI green while ./gx.sh test failed on a new machine);
 # this cannot.
 #
-#   .ci/fresh-root.sh [--keep] [COMMAND ...]
+#   .ci/fresh-root.sh [--keep] [--env NAME=VALUE]... [COMMAND ...]
 #
 #   COMMAND  run in the clone, in order, each must pass (default: the
 #            README's two, "./gx.sh demo" "./gx.sh test"; .ci/run names them)
 #   --keep   leave the root behind (its path is printed)
+#   --env    one more variable for the commands (the environment is reset)
 #
 # Needs root (debootstrap, chroot, mounts) and the Debian mirror this machine's
 # apt uses. The base root is built once with debootstrap (about 5 minutes) and
@@ -22,10 +23,11 @@
 # not be made.
 set -euo pipefail
 
-keep=0 cmds=()
+keep=0 cmds=() envs=()
 while [ $# -gt 0 ]; do
     case "$1" in
     --keep) keep=1 ;;
+    --env) envs+=("$2"); shift ;;
     -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "fresh-root.sh: unknown option $1" >&2; exit 2 ;;
     *) cmds+=("$1") ;;
@@ -103,7 +105,7 @@ unshare -m bash -c "
     mount -t proc proc '$root/proc' && mount -t sysfs sys '$root/sys' &&
     mount --rbind /dev '$root/dev' && mount -t tmpfs -o mode=1777 tmp '$root/dev/shm' &&
     mount -t tmpfs tmp '$root/run' && mkdir -p '$root/run/netns' &&
-    exec chroot '$root' env -i HOME=/root TERM=dumb LANG=C.UTF-8 CI=true \
+    exec chroot '$root' env -i HOME=/root TERM=dumb LANG=C.UTF-8 CI=true ${envs[*]} \
         PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin bash /root/fresh-run.sh"
 rc=$?
 set -e
