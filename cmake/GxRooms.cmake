@@ -50,6 +50,9 @@ function(gx_rooms_check root)
   # Leaves: no other room.
   gx_room_rule("${root}" bootstrap)
   gx_room_rule("${root}" reduce)
+  # The schedule (a plan of steps) and its builder; the descriptor's tag
+  # layout still reads the transport's internal-tag bit.
+  gx_room_rule("${root}" schedule MAY collectives/reduce/ collectives/transport/xport.h)
   # comm owns struct gx_comm and builds the transport and the arena from it.
   gx_room_rule("${root}" comm MAY collectives/bootstrap/ collectives/transport/
                collectives/arena/)
@@ -57,19 +60,19 @@ function(gx_rooms_check root)
   gx_room_rule("${root}" transport MAY collectives/comm/ collectives/bootstrap/)
   # Algorithms write schedules with the builder and read the node layout;
   # they never call the transport or reach the engine that runs them.
-  gx_room_rule("${root}" algorithms MAY collectives/engine/schedule.h
+  gx_room_rule("${root}" algorithms MAY collectives/schedule/schedule.h
                collectives/comm/comm_internal.h
                FORBID_CALLS "[^a-z_](xp|gx_xport|coll_progress|coll_issue)[a-z_]*\\(")
   # The arena is an algorithm with shared memory: same rule, plus the
   # transport's provider query and the flat algorithms it falls back to.
-  gx_room_rule("${root}" arena MAY collectives/engine/schedule.h
+  gx_room_rule("${root}" arena MAY collectives/schedule/schedule.h
                collectives/algorithms/algorithms.h collectives/comm/comm_internal.h
                collectives/transport/xport.h)
   # DDP is a client of the collectives: the public API, the narrow
   # communicator view and the f16 helpers.
   gx_room_rule("${root}" ddp MAY collectives/comm/comm_view.h collectives/reduce/half.h)
   # The engine runs everything but DDP.
-  gx_room_rule("${root}" engine MAY collectives/algorithms/ collectives/arena/
+  gx_room_rule("${root}" engine MAY collectives/schedule/ collectives/algorithms/ collectives/arena/
                collectives/comm/ collectives/reduce/ collectives/transport/
                collectives/bootstrap/)
 endfunction()

@@ -13,7 +13,7 @@
 #ifndef GX_COLL_ALGORITHMS_H
 #define GX_COLL_ALGORITHMS_H
 
-#include "collectives/engine/schedule.h"
+#include "collectives/schedule/schedule.h"
 
 /* A subset of the communicator's ranks an algorithm runs over: the whole
  * communicator (coll_group_all), the ranks of one node, or a "rail" (the

@@ -22,7 +22,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "collectives/engine/schedule.h"
+#include "collectives/schedule/schedule.h"
 #include "collectives/arena/coll_shm.h"
 #include "collectives/comm/comm_internal.h"
 

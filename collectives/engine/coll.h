@@ -11,7 +11,7 @@
 
 #include <stdio.h>
 
-#include "collectives/engine/schedule.h"
+#include "collectives/schedule/schedule.h"
 
 /* ---- engine (coll_engine.c) --------------------------------------------- */
 

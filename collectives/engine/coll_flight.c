@@ -25,7 +25,7 @@
 
 #include "collectives/comm/comm_internal.h"
 #include "collectives/engine/coll_flight.h"
-#include "collectives/engine/schedule.h"
+#include "collectives/schedule/schedule.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/safe_file.h"

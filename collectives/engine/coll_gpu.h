@@ -16,7 +16,7 @@
 
 #include <stdbool.h>
 
-#include "collectives/engine/schedule.h"
+#include "collectives/schedule/schedule.h"
 
 struct gx_stage;
 

@@ -19,7 +19,7 @@
 #include "collectives/comm/stage.h"
 #include "collectives/engine/coll_engine.h"
 #include "collectives/engine/coll_pipe.h"
-#include "collectives/engine/schedule.h"
+#include "collectives/schedule/schedule.h"
 #include "collectives/transport/xport.h"
 #include "common/log.h"
 #include "common/param.h"

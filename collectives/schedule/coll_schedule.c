@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "collectives/engine/schedule.h"
+#include "collectives/schedule/schedule.h"
 
 /* ---- schedule builder ---------------------------------------------------- */
 

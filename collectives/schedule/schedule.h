@@ -20,7 +20,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "collectives/engine/coll_proto.h"
+#include "collectives/schedule/coll_proto.h"
 #include "collectives/reduce/reduce.h"
 #include "collectives/transport/xport.h"
 #include "gx/gx.h"
