@@ -17,7 +17,7 @@
  * runs the engine only inside gx_test/gx_wait.
  *
  * Owns: struct coll_comm (coll_engine.h), the lifecycle of struct coll_op,
- * the algorithm names, the scratch pool and the failure policy (running one
+ * the algorithm names and the failure policy (running one
  * collective's steps, the descriptor check included, is coll_steps.c): a collective that fails for a
  * reason other than its own arguments sets the communicator's async error,
  * tells the other ranks through the bootstrap (so ranks waiting elsewhere
@@ -54,71 +54,15 @@ GX_PARAM_DEFINE(gx_param_progress, "GX_PROGRESS", GX_PARAM_ENUM, "thread", "thre
 #define SKIP_GRACE_MS 50          /* ... and for a notice that a rank skipped the collective */
 
 
-static const char *const kind_names[COLL_KIND_COUNT] = {
-    "allreduce", "broadcast", "reduce", "allgather", "reduce_scatter", "gather", "scatter",
-    "alltoall",
-};
 static const char *const algo_names[COLL_ALGO_COUNT] = {
     [COLL_ALGO_AUTO] = "auto", [COLL_ALGO_RING] = "ring", [COLL_ALGO_TREE] = "tree",
     [COLL_ALGO_RHD] = "rhd",   [COLL_ALGO_RD] = "rd",     [COLL_ALGO_LINEAR] = "linear",
     [COLL_ALGO_SHM] = "shm",   [COLL_ALGO_DBTREE] = "dbtree", [COLL_ALGO_HIER] = "hier",
 };
 
-const char *coll_kind_name(enum coll_kind k)
-{
-    return (unsigned)k < COLL_KIND_COUNT ? kind_names[k] : "?";
-}
-
 const char *coll_algo_name(enum coll_algo a)
 {
     return (unsigned)a < COLL_ALGO_COUNT && algo_names[a] ? algo_names[a] : "?";
-}
-
-/* ---- scratch pool ----------------------------------------------------------- */
-
-/* Take the smallest pooled buffer that fits, or allocate. */
-void *coll_scratch_take(struct coll_comm *cc, size_t bytes, size_t *size_out)
-{
-    pthread_mutex_lock(&cc->pool_mu);
-    int best = -1;
-    for (int i = 0; i < SCRATCH_POOL; i++)
-        if (cc->pool[i] && cc->pool_size[i] >= bytes &&
-            (best < 0 || cc->pool_size[i] < cc->pool_size[best]))
-            best = i;
-    void *buf = NULL;
-    if (best >= 0) {
-        buf = cc->pool[best];
-        *size_out = cc->pool_size[best];
-        cc->pool[best] = NULL;
-    }
-    pthread_mutex_unlock(&cc->pool_mu);
-    if (!buf) {
-        buf = malloc(bytes);
-        *size_out = bytes;
-        GX_TRACE(GX_SUB_COLL, "scratch: new %zu-byte buffer", bytes);
-    }
-    return buf;
-}
-
-/* Give a buffer back: kept in a free slot, else in place of a smaller one. */
-void coll_scratch_give(struct coll_comm *cc, void *buf, size_t size)
-{
-    pthread_mutex_lock(&cc->pool_mu);
-    int slot = -1;
-    for (int i = 0; i < SCRATCH_POOL && slot < 0; i++)
-        if (!cc->pool[i])
-            slot = i;
-    for (int i = 0; i < SCRATCH_POOL && slot < 0; i++)
-        if (cc->pool_size[i] < size)
-            slot = i;
-    void *drop = buf;
-    if (slot >= 0) {
-        drop = cc->pool[slot];
-        cc->pool[slot] = buf;
-        cc->pool_size[slot] = size;
-    }
-    pthread_mutex_unlock(&cc->pool_mu);
-    free(drop);
 }
 
 /* ---- failure ------------------------------------------------------------ */
@@ -263,7 +207,7 @@ void coll_op_finish(struct coll_comm *cc, struct coll_op *op)
     /* A failed op's scratch may still be a receive target of a dying
      * transport: let it go with the op instead of reusing it. */
     if (op->status == GX_OK && op->scratch) {
-        coll_scratch_give(cc, op->scratch, op->scratch_size);
+        coll_scratch_give(&cc->scratch, op->scratch, op->scratch_size);
         op->scratch = NULL;
     }
     __atomic_store_n(&op->finished, true, __ATOMIC_RELEASE);
@@ -401,7 +345,7 @@ struct coll_comm *coll_comm_get(struct gx_comm *c)
             coll_stall_init(cc);
             cc->use_thread = mode == 0 && c->size > 1;
             pthread_mutex_init(&cc->mu, NULL);
-            pthread_mutex_init(&cc->pool_mu, NULL);
+            coll_scratch_pool_init(&cc->scratch);
             pthread_cond_init(&cc->cond, NULL);
             if (cc->use_thread) {
                 cc->thread_started = pthread_create(&cc->thread, NULL, progress_main, cc) == 0;
@@ -447,9 +391,7 @@ void gx_coll_comm_destroy(struct gx_comm *c)
     pthread_mutex_unlock(&cc->mu);
     pthread_cond_destroy(&cc->cond);
     pthread_mutex_destroy(&cc->mu);
-    for (int i = 0; i < SCRATCH_POOL; i++)
-        free(cc->pool[i]);
-    pthread_mutex_destroy(&cc->pool_mu);
+    coll_scratch_pool_fini(&cc->scratch);
     coll_flight_free(cc->flight);
     coll_stall_fini(cc);
     coll_skip_fini(cc);

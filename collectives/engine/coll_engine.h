@@ -29,7 +29,6 @@
  * limited (they wait in the transport's queue), so a rank never starves its
  * peers. */
 #define RECV_BUDGET 32
-#define SCRATCH_POOL 8            /* scratch buffers kept per communicator */
 
 struct coll_comm {
     struct gx_comm *comm;
@@ -51,12 +50,8 @@ struct coll_comm {
     bool thread_started;
     bool stop;
     pthread_t thread;
-    /* Scratch buffers of finished collectives, kept for the next ones: a
-     * fresh large malloc per collective costs a page fault per 4 KiB (the
-     * kernel zeroes every page), which dominated large all-reduces. */
-    pthread_mutex_t pool_mu;
-    void *pool[SCRATCH_POOL];
-    size_t pool_size[SCRATCH_POOL];
+    /* Scratch buffers of finished collectives, kept for the next ones. */
+    struct coll_scratch_pool scratch;
     struct coll_flight *flight;
     struct coll_stall *stall;      /* GX_STALL_WARN (coll_stall.c); NULL: off */
     struct coll_skip *skip;        /* other ranks' rejected calls and finalize (coll_skip.c) */
@@ -102,8 +97,8 @@ struct link_cost {
  * communicator replaces tcp's with its probed link), reduction speed. */
 extern const struct link_cost coll_link_shm, coll_link_tcp;
 extern const double coll_gamma_reduce; /* seconds per byte reduced */
-/* GX_ALGO, GX_COLL_CHUNK, GX_HIER_RAIL (defined in coll_tune.c). */
-extern const struct gx_param gx_param_algo, gx_param_coll_chunk, gx_param_hier_rail;
+/* GX_ALGO, GX_HIER_RAIL (defined in coll_tune.c). */
+extern const struct gx_param gx_param_algo, gx_param_hier_rail;
 
 /* The node layout the model needs: node count, the largest node's rank
  * count L, whether nodes differ. hier applies with >= 2 nodes and L >= 2. */

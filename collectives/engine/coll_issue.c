@@ -188,6 +188,7 @@ int coll_issue(struct gx_comm *comm, uint64_t seq, const struct coll_args *a, co
         return gx_fail(GX_ENOMEM, GX_SUB_COLL, "%s: out of memory", fn);
     op->comm = comm;
     op->cc = cc;
+    op->pool = &cc->scratch;
     op->a = *a;
     op->seq = seq;
     op->issued_ns = gx_now_ns();

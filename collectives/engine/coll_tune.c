@@ -34,9 +34,6 @@ GX_PARAM_DEFINE(gx_param_algo, "GX_ALGO", GX_PARAM_STRING, "auto", NULL,
                 "for every collective it applies to, or per collective, e.g. "
                 "\"allreduce:ring,broadcast:tree\". Must be the same on every rank. "
                 "gx-info --tuning -n N shows the automatic choice.");
-GX_PARAM_DEFINE(gx_param_coll_chunk, "GX_COLL_CHUNK", GX_PARAM_SIZE, "256K", NULL,
-                "Pipelining chunk of the ring, chain and tree collectives (at most 64 chunks "
-                "per block).");
 
 GX_PARAM_DEFINE(gx_param_hier_rail, "GX_HIER_RAIL", GX_PARAM_ENUM, "auto",
                 "auto|ring|rhd|tree|dbtree",
@@ -102,8 +99,6 @@ static double shm_allreduce_time(double S, int n)
     return rounds * 2 * handoff + S * shm_copy_beta * (2.0 * n - 1) / n +
            S * (n - 1) / n * coll_gamma_reduce;
 }
-
-#define MAX_CHUNKS 64
 
 #define MAX_APPLICABLE 8
 static const enum coll_algo applicable[COLL_KIND_COUNT][MAX_APPLICABLE] = {
@@ -184,33 +179,6 @@ static void parse_forced(void)
 }
 
 /* ---- model ------------------------------------------------------------------ */
-
-static size_t chunk_bytes = 256 << 10;
-
-static void read_chunk_param(void)
-{
-    (void)gx_param_size(&gx_param_coll_chunk, &chunk_bytes);
-    if (chunk_bytes < 4096)
-        chunk_bytes = 4096;
-}
-
-int coll_chunks(size_t bytes)
-{
-    /* Read once: the environment lookup showed up in small collectives. */
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, read_chunk_param);
-    size_t chunk = chunk_bytes;
-    size_t k = (bytes + chunk - 1) / chunk;
-    return k < 1 ? 1 : k > MAX_CHUNKS ? MAX_CHUNKS : (int)k;
-}
-
-int coll_hier_segments(size_t bytes)
-{
-    /* A segment costs its phases' latencies again; below ~8 chunks the
-     * overlap does not pay that back (measured on 2 netns nodes x 2 ranks). */
-    int k = coll_chunks(bytes) / 8;
-    return k < 1 ? 1 : k > 4 ? 4 : k;
-}
 
 static double log2i(int n)
 {

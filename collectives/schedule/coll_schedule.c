@@ -1,8 +1,8 @@
 /*
  * coll_schedule.c - building a collective's schedule: the cs_* calls the
  * algorithm files use to append send, receive, reduce, copy and average
- * steps with their dependencies (see coll.h), and scratch space from the
- * communicator's pool (coll_engine.c). Runs while the op is being issued,
+ * steps with their dependencies (schedule.h), and scratch space from the
+ * communicator's pool (coll_scratch.c). Runs while the op is being issued,
  * before the engine sees it, so it takes no lock.
  */
 #include <stdbool.h>
@@ -189,7 +189,7 @@ int cs_join(struct coll_op *op, int from)
 void *cs_scratch(struct coll_op *op, size_t bytes)
 {
     if (op->scratch)
-        coll_scratch_give(op->cc, op->scratch, op->scratch_size);
+        coll_scratch_give(op->pool, op->scratch, op->scratch_size);
     /* More than the machine's memory can never be had: do not even ask
      * malloc (a sanitizer's allocator aborts on such a size). */
     static long long ram;
@@ -197,7 +197,7 @@ void *cs_scratch(struct coll_op *op, size_t bytes)
         ram = (long long)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE);
     op->scratch = ram > 0 && (double)bytes > (double)ram
                       ? NULL
-                      : coll_scratch_take(op->cc, bytes ? bytes : 1, &op->scratch_size);
+                      : coll_scratch_take(op->pool, bytes ? bytes : 1, &op->scratch_size);
     if (!op->scratch) {
         op->build_status = GX_ENOMEM;
         op->scratch_failed = bytes;

@@ -26,6 +26,7 @@
 #include "gx/gx.h"
 
 struct gx_comm;
+struct gx_param;
 struct gx_request;
 struct gx_stage;
 struct coll_pipe;
@@ -139,7 +140,8 @@ struct coll_op {
     bool steps_capped;      /* the build reached COLL_MAX_STEPS */
     size_t scratch_failed;  /* bytes of scratch the build could not get */
     struct coll_pipe *pipe; /* chunked staging copies (coll_pipe.c), or NULL */
-    void *scratch;          /* back to the comm's pool when the op finishes */
+    struct coll_scratch_pool *pool; /* where cs_scratch takes from (the engine's, per comm) */
+    void *scratch;          /* back to the pool when the op finishes */
     size_t scratch_size;
 
     struct coll_desc desc_out, desc_in;
@@ -185,14 +187,26 @@ int cs_flag_wait_one(struct coll_op *op, const uint64_t *flag, int rank, uint64_
  * is done when every step from `from` on is (-1 when there is none). */
 void cs_gate(struct coll_op *op, int from, int dep);
 int cs_join(struct coll_op *op, int from);
-/* Allocate op->scratch (from the comm's pool); NULL and build_status set on
+/* Allocate op->scratch (from op->pool); NULL and build_status set on
  * failure. */
 void *cs_scratch(struct coll_op *op, size_t bytes);
 
-/* The communicator's scratch pool (coll_engine.c): the smallest kept buffer
- * that fits, else a new one; and giving one back (kept, or freed). */
-void *coll_scratch_take(struct coll_comm *cc, size_t bytes, size_t *size_out);
-void coll_scratch_give(struct coll_comm *cc, void *buf, size_t size);
+/* ---- scratch pool (coll_scratch.c) -------------------------------------- */
+
+/* Buffers of a communicator's finished collectives, kept for the next ones
+ * (the engine embeds one per communicator and gives an op's back when it
+ * finishes): take the smallest kept buffer that fits, else a new one; give
+ * one back (kept, or freed). */
+#define SCRATCH_POOL 8
+struct coll_scratch_pool {
+    pthread_mutex_t mu;
+    void *buf[SCRATCH_POOL];
+    size_t size[SCRATCH_POOL];
+};
+void coll_scratch_pool_init(struct coll_scratch_pool *p);
+void coll_scratch_pool_fini(struct coll_scratch_pool *p);
+void *coll_scratch_take(struct coll_scratch_pool *p, size_t bytes, size_t *size_out);
+void coll_scratch_give(struct coll_scratch_pool *p, void *buf, size_t size);
 
 /* Combine `a` (the lower-ranked contribution) and `b` into `out` so every
  * rank computes the same bits whichever side it is on. `out` must not
@@ -237,10 +251,14 @@ static inline int fold_realrank(int nr, int rem)
     return nr < rem ? nr * 2 + 1 : nr + rem;
 }
 
-/* Pipelining: how many chunks to cut `bytes` into. */
+/* ---- chunking (coll_chunk.c) ------------------------------------------- */
+
+/* Pipelining: how many chunks to cut `bytes` into (GX_COLL_CHUNK, 1 to 64). */
 int coll_chunks(size_t bytes);
-/* The hierarchical all-reduce's pipeline segments for `bytes` (coll_tune.c):
- * one per 8 pipelining chunks, 1 to 4. */
+/* The hierarchical all-reduce's pipeline segments for `bytes`: one per 8
+ * pipelining chunks, 1 to 4. */
 int coll_hier_segments(size_t bytes);
+/* GX_COLL_CHUNK (gx-info --tuning prints its text). */
+extern const struct gx_param gx_param_coll_chunk;
 
 #endif
