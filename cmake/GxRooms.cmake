@@ -50,9 +50,9 @@ function(gx_rooms_check root)
   # Leaves: no other room.
   gx_room_rule("${root}" bootstrap)
   gx_room_rule("${root}" reduce)
-  # The schedule (a plan of steps) and its builder; the descriptor's tag
-  # layout still reads the transport's internal-tag bit.
-  gx_room_rule("${root}" schedule MAY collectives/reduce/ collectives/transport/xport.h)
+  # The schedule: a plan of steps, its builder, chunking, scratch; no
+  # transport (the engine keeps the transport state of posted steps).
+  gx_room_rule("${root}" schedule MAY collectives/reduce/)
   # comm owns struct gx_comm and builds the transport and the arena from it.
   gx_room_rule("${root}" comm MAY collectives/bootstrap/ collectives/transport/
                collectives/arena/)

@@ -149,7 +149,7 @@ static int op_advance(struct coll_comm *cc, struct coll_op *op, bool held, bool 
     int failed_peer = -1;
     for (int i = 0; i < op->nsteps; i++) {
         const struct coll_step *s = &op->steps[i];
-        if (s->state == STEP_DONE && s->xop.status != GX_OK &&
+        if (s->state == STEP_DONE && s->failed &&
             (s->kind == CS_SEND || s->kind == CS_RECV || s->kind == CS_FLAG_WAIT))
             failed_peer = s->peer;
     }

@@ -17,6 +17,7 @@
 
 #include "collectives/engine/coll.h"
 #include "collectives/engine/coll_flight.h"
+#include "collectives/transport/xport.h"
 #include "collectives/engine/coll_stall.h"
 #include "common/param.h"
 
@@ -29,6 +30,16 @@
  * limited (they wait in the transport's queue), so a rank never starves its
  * peers. */
 #define RECV_BUDGET 32
+
+/* The transport state of step i while it is posted. Only steps inside the
+ * window [op->first, op->first + STEP_WINDOW) are ever posted, and op->first
+ * passes only steps that are done, so step i and i + STEP_WINDOW never hold
+ * their slot at once: op->xops has min(nsteps, STEP_WINDOW) entries
+ * (coll_issue.c), and a step is a plan only (schedule.h). */
+static inline struct xp_op *coll_step_xop(const struct coll_op *op, int i)
+{
+    return &op->xops[i % STEP_WINDOW];
+}
 
 struct coll_comm {
     struct gx_comm *comm;

@@ -80,6 +80,7 @@ static void op_free(struct coll_op *op)
 {
     coll_pipe_free(op);
     free(op->steps);
+    free(op->xops);
     free(op->scratch);
     free(op);
 }
@@ -234,6 +235,13 @@ int coll_issue(struct gx_comm *comm, uint64_t seq, const struct coll_args *a, co
     int rc = build(op);
     if (rc == GX_OK)
         rc = op->build_status;
+    if (rc == GX_OK) {
+        /* The transport state of the steps in flight (coll_step_xop). */
+        int slots = op->nsteps < STEP_WINDOW ? op->nsteps : STEP_WINDOW;
+        op->xops = calloc(slots > 0 ? (size_t)slots : 1, sizeof(*op->xops));
+        if (!op->xops)
+            rc = GX_ENOMEM;
+    }
     if (rc == GX_OK && a->pipe)
         rc = coll_pipe_attach(op);
     if (rc != GX_OK) {

@@ -99,7 +99,7 @@ static bool in_flight(const struct coll_op *op)
     int end = op->first + STEP_WINDOW < op->nsteps ? op->first + STEP_WINDOW : op->nsteps;
     for (int i = op->first; i < end; i++)
         if (op->steps[i].state == STEP_POSTED &&
-            !__atomic_load_n(&op->steps[i].xop.done, __ATOMIC_ACQUIRE))
+            !__atomic_load_n(&coll_step_xop(op, i)->done, __ATOMIC_ACQUIRE))
             return true;
     return false;
 }

@@ -92,11 +92,12 @@ static void check_desc(struct coll_op *op)
 static void comm_step_finished(struct coll_op *op, int i)
 {
     struct coll_step *s = &op->steps[i];
-    struct xp_op *x = &s->xop;
+    struct xp_op *x = coll_step_xop(op, i);
     if (s->kind == CS_RECV) {
         op->cc->recvs_posted--;
         op->recvs_posted--;
     }
+    s->failed = x->status != GX_OK;
     if (x->status == GX_ETRUNCATE) {
         snprintf(op->anomaly, sizeof(op->anomaly), "%s #%llu: rank %d and rank %d disagree on "
                  "a message size (%s): ranks called different collectives or counts",
@@ -121,7 +122,7 @@ static void comm_step_finished(struct coll_op *op, int i)
 
 static uint32_t step_tag(const struct coll_op *op, const struct coll_step *s)
 {
-    return s->msg == UINT32_MAX ? COLL_DESC_TAG : COLL_TAG(op->seq, s->msg);
+    return XP_TAG_INTERNAL | (s->msg == UINT32_MAX ? COLL_DESC_TAG : COLL_TAG(op->seq, s->msg));
 }
 
 /* A shared-memory flag wait: done once every rank's counter has reached the
@@ -148,7 +149,7 @@ static void run_flag_wait(struct coll_op *op, struct coll_step *s)
             char what[160];
             coll_describe_op(op, what, sizeof(what));
             s->peer = shm_comm_rank(ar, j);
-            s->xop.status = GX_EPEER;
+            s->failed = 1;
             s->state = STEP_DONE;
             coll_op_set_error(op, GX_EPEER, "%s failed: rank %d (pid %d) exited while rank %d waited "
                          "for it in the shared-memory arena", what, s->peer, (int)ar->ctl[j].pid,
@@ -174,9 +175,10 @@ static bool inject_fault(struct coll_op *op, struct coll_step *s)
                                                   s->kind == CS_SEND, &delay_ms);
     if (f == COLL_FAULT_DROP) {
         /* Lost on the wire: the send completes, the receiver waits. */
-        memset(&s->xop, 0, sizeof(s->xop));
-        s->xop.status = GX_OK;
-        __atomic_store_n(&s->xop.done, true, __ATOMIC_RELEASE);
+        struct xp_op *x = coll_step_xop(op, (int)(s - op->steps));
+        memset(x, 0, sizeof(*x));
+        x->status = GX_OK;
+        __atomic_store_n(&x->done, true, __ATOMIC_RELEASE);
         s->state = STEP_POSTED;
         return true;
     }
@@ -218,7 +220,7 @@ static void run_step(struct coll_op *op, struct coll_step *s)
                      "(GPUDirect RDMA is planned for data movement only)");
     else switch (s->kind) {
     case CS_SEND:
-        rc = gx_xport_send_mem(x, &s->xop, s->peer, step_tag(op, s), s->src, s->len,
+        rc = gx_xport_send_mem(x, coll_step_xop(op, (int)(s - op->steps)), s->peer, step_tag(op, s), s->src, s->len,
                                s->len && on_dev(op, s->src));
         break;
     case CS_RECV:
@@ -227,7 +229,7 @@ static void run_step(struct coll_op *op, struct coll_step *s)
          * peers' sends depend on, and every rank stalls (seen under TSan). */
         if (op->cc->recvs_posted >= RECV_BUDGET && op != op->cc->head)
             return; /* stays waiting */
-        rc = gx_xport_recv_mem(x, &s->xop, s->peer, step_tag(op, s), s->dst, s->len,
+        rc = gx_xport_recv_mem(x, coll_step_xop(op, (int)(s - op->steps)), s->peer, step_tag(op, s), s->dst, s->len,
                                s->len && on_dev(op, s->dst));
         if (rc == GX_OK) {
             op->cc->recvs_posted++;
@@ -279,7 +281,7 @@ static void run_step(struct coll_op *op, struct coll_step *s)
              * found broken at completion: the engine then waits briefly for
              * the root cause another rank reports (the peer may be a
              * survivor that exited after its own failure). */
-            s->xop.status = rc;
+            s->failed = 1;
             s->state = STEP_DONE;
         }
         return;
@@ -313,7 +315,8 @@ bool coll_op_pass(struct coll_op *op)
                 continue; /* out of receive budget */
             changed = true;
         }
-        if (s->state == STEP_POSTED && __atomic_load_n(&s->xop.done, __ATOMIC_ACQUIRE)) {
+        if (s->state == STEP_POSTED &&
+            __atomic_load_n(&coll_step_xop(op, i)->done, __ATOMIC_ACQUIRE)) {
             comm_step_finished(op, i);
             changed = true;
             if (op->anomaly[0])
@@ -339,7 +342,7 @@ void coll_stall_report(const struct coll_op *op, char *buf, size_t len)
     for (int i = op->first; i < op->nsteps && shown < 6; i++) {
         const struct coll_step *s = &op->steps[i];
         bool flag_wait = s->kind == CS_FLAG_WAIT && s->state == STEP_WAITING && s->peer >= 0;
-        if (!flag_wait && (s->state != STEP_POSTED || s->xop.done))
+        if (!flag_wait && (s->state != STEP_POSTED || coll_step_xop(op, i)->done))
             continue;
         int w = snprintf(buf + n, len - n, "%s%s rank %d", shown ? ", " : "",
                          flag_wait ? "shared-memory flag of"

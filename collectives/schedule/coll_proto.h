@@ -3,8 +3,8 @@
  * transport messages and the descriptor every rank sends with each
  * collective so that ranks calling different things fail with GX_EMISMATCH.
  *
- * Tags (31 bits under XP_TAG_INTERNAL, so they never match user tags):
- *   bit 31        XP_TAG_INTERNAL
+ * Tags (31 bits; the engine sets bit 31, the transport's XP_TAG_INTERNAL,
+ * so they never match user tags):
  *   bits 21..30   low 10 bits of the collective's sequence number
  *   bits 0..20    the message's index inside the collective, computed the
  *                 same way by sender and receiver (round * chunks + chunk)
@@ -17,8 +17,6 @@
 
 #include <stdint.h>
 
-#include "collectives/transport/xport.h"
-
 #define COLL_PROTO_VERSION 1
 #define COLL_DESC_MAGIC 0x67784344u /* "gxCD" */
 
@@ -28,9 +26,9 @@
 #define COLL_MAX_OUTSTANDING ((1u << COLL_SEQ_BITS) - 1)
 
 #define COLL_TAG(seq, msg)                                                     \
-    (XP_TAG_INTERNAL | (uint32_t)(((seq) & ((1u << COLL_SEQ_BITS) - 1)) << COLL_MSG_BITS) |  \
+    ((uint32_t)(((seq) & ((1u << COLL_SEQ_BITS) - 1)) << COLL_MSG_BITS) |  \
      (uint32_t)((msg) & ((1u << COLL_MSG_BITS) - 1)))
-#define COLL_DESC_TAG (XP_TAG_INTERNAL | 0x7fffffffu)
+#define COLL_DESC_TAG 0x7fffffffu
 
 /* Sent by every rank to rank+1 (and received from rank-1) at the start of
  * every collective, in issue order on one FIFO tag: the k-th descriptor a

@@ -38,7 +38,7 @@ static int add_step(struct coll_op *op, int kind, int d0, int d1, int d2)
     }
     int i = op->nsteps++;
     struct coll_step *s = &op->steps[i];
-    memset(s, 0, offsetof(struct coll_step, xop));
+    memset(s, 0, sizeof(*s));
     s->kind = (uint8_t)kind;
     s->dep[0] = d0;
     s->dep[1] = d1;
@@ -131,7 +131,6 @@ int cs_flag_wait(struct coll_op *op, const uint64_t *first, size_t stride, uint6
     op->steps[i].msg = (uint32_t)stride;
     op->steps[i].len = value;
     op->steps[i].peer = -1;
-    op->steps[i].xop.status = GX_OK;
     return i;
 }
 

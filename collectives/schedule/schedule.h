@@ -7,9 +7,9 @@
  * Owns: struct coll_op (one issued collective), struct coll_step, struct
  * coll_args, the cs_* builder (coll_schedule.c) and the small arithmetic
  * helpers every algorithm shares (blocks, folding, pipelining chunks from
- * coll_tune.c). Must not touch: the engine's state (coll_engine.h) or the
- * transport's calls; struct xp_op is embedded by value only so the engine
- * can post a step without a second allocation.
+ * coll_chunk.c), the scratch pool (coll_scratch.c). Must not touch: the
+ * engine's state (coll_engine.h) or the transport: a step is a plan, and
+ * the engine keeps the transport state of the steps it posts.
  */
 #ifndef GX_COLL_SCHEDULE_H
 #define GX_COLL_SCHEDULE_H
@@ -22,7 +22,6 @@
 
 #include "collectives/schedule/coll_proto.h"
 #include "collectives/reduce/reduce.h"
-#include "collectives/transport/xport.h"
 #include "gx/gx.h"
 
 struct gx_comm;
@@ -30,6 +29,7 @@ struct gx_param;
 struct gx_request;
 struct gx_stage;
 struct coll_pipe;
+struct xp_op;
 
 enum coll_kind {
     COLL_ALLREDUCE = 0,
@@ -74,14 +74,19 @@ enum coll_step_kind {
 
 #define CS_MAX_DEPS 3
 
-/* The most steps one collective's schedule may hold (328 bytes each: 86 MB
+/* The most steps one collective's schedule may hold (64 bytes each: 16 MB
  * at most): a 64 GiB all-reduce in the node arena fits; a larger count is
  * almost surely wrong and fails at once instead of planning for minutes. */
 #define COLL_MAX_STEPS (1 << 18)
 
+/* One step of the plan. The builder writes it; the engine marks its
+ * progress in `state` and `failed` (and may name the rank a flag wait is
+ * stuck on in `peer`), and keeps the transport state of a posted send or
+ * receive itself (coll_engine.h, op->xops). */
 struct coll_step {
     uint8_t kind;
     uint8_t state;          /* 0 waiting, 1 posted, 2 done */
+    uint8_t failed;         /* done with an error (a message, or a flag wait's rank gone) */
     int peer;
     uint32_t msg;           /* message index inside the collective */
     void *dst;
@@ -89,7 +94,6 @@ struct coll_step {
     const void *src2;
     size_t len;             /* bytes (send, receive, copy) or elements (reduce) */
     int dep[CS_MAX_DEPS];   /* earlier steps that must be done first, -1 none */
-    struct xp_op xop;
 };
 
 /* The arguments of one call, as every rank must pass them. */
@@ -133,6 +137,7 @@ struct coll_op {
 
     struct coll_step *steps;
     int nsteps, cap;
+    struct xp_op *xops;     /* the engine's: transport state of posted steps (coll_engine.h) */
     int first;              /* first step not done */
     int recvs_posted;       /* this op's share of the engine's receive budget */
     unsigned flag_polls;    /* unmet shared-memory flag checks (liveness checks) */
