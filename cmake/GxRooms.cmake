@@ -60,8 +60,8 @@ function(gx_rooms_check root)
   gx_room_rule("${root}" transport MAY collectives/comm/ collectives/bootstrap/)
   # Algorithms write schedules with the builder and read the node layout;
   # they never call the transport or reach the engine that runs them.
-  gx_room_rule("${root}" algorithms MAY collectives/schedule/schedule.h
-               collectives/comm/comm_internal.h
+  gx_room_rule("${root}" algorithms MAY collectives/schedule/
+               collectives/comm/comm_internal.h collectives/arena/
                FORBID_CALLS "[^a-z_](xp|gx_xport|coll_progress|coll_issue)[a-z_]*\\(")
   # The arena is an algorithm with shared memory: same rule, plus the
   # transport's provider query and the flat algorithms it falls back to.

@@ -3,9 +3,7 @@
  * the per-communicator engine state and the step states. coll_engine.c
  * owns the lifecycle of collectives, the progress thread and the failure
  * policy; coll_issue.c issues them (dispatch to the algorithms, request
- * glue); coll_steps.c runs one collective's steps. At the end, the cost
- * model's inside that coll_tune.c (the choice) shares with
- * coll_tune_print.c (gx-info --tuning's tables).
+ * glue); coll_steps.c runs one collective's steps.
  */
 #ifndef GX_COLL_ENGINE_H
 #define GX_COLL_ENGINE_H
@@ -19,7 +17,6 @@
 #include "collectives/engine/coll_flight.h"
 #include "collectives/transport/xport.h"
 #include "collectives/engine/coll_stall.h"
-#include "common/param.h"
 
 #define STEP_WAITING 0
 #define STEP_POSTED 1
@@ -95,58 +92,5 @@ void coll_op_set_error(struct coll_op *op, int status, const char *fmt, ...)
 bool coll_op_pass(struct coll_op *op);
 /** The messages and flags an op still waits for, for a timeout message. */
 void coll_stall_report(const struct coll_op *op, char *buf, size_t len);
-
-/* ---- the cost model (coll_tune.c), for coll_tune_print.c ------------------ */
-
-struct link_cost {
-    const char *name;
-    double alpha;  /* seconds per message */
-    double beta;   /* seconds per byte */
-};
-
-/* The measured defaults: shm links inside a node, tcp between nodes (a
- * communicator replaces tcp's with its probed link), reduction speed. */
-extern const struct link_cost coll_link_shm, coll_link_tcp;
-extern const double coll_gamma_reduce; /* seconds per byte reduced */
-/* GX_ALGO, GX_HIER_RAIL (defined in coll_tune.c). */
-extern const struct gx_param gx_param_algo, gx_param_hier_rail;
-
-/* The node layout the model needs: node count, the largest node's rank
- * count L, whether nodes differ. hier applies with >= 2 nodes and L >= 2. */
-struct node_shape {
-    int nodes, L;
-    bool uneven;
-    int rails;   /* network links per node the rails spread over (GX_SOCKET_IFNAME's list) */
-};
-
-/* The rails' candidates (ring, rhd, tree, dbtree), in the order ties go. */
-#define COLL_RAIL_ALGOS 4
-extern const enum coll_algo coll_rail_algos[COLL_RAIL_ALGOS];
-
-/** Predicted seconds of `algo` for `kind` (flat algorithms; hier: -1) with
- *  `net` the link between nodes; negative when the algorithm does not apply. */
-double coll_tune_predict(enum coll_kind kind, enum coll_algo algo, size_t bytes, int n, int nodes,
-                         const struct link_cost *net);
-/** hier applies: >= 2 nodes and >= 2 ranks in the largest. */
-bool coll_tune_hier_applies(const struct node_shape *sh);
-/** GX_HIER_RAIL: COLL_ALGO_AUTO, or the forced rail algorithm. */
-enum coll_algo coll_tune_forced_rail(void);
-/** One rail's all-reduce of `shard` bytes among `nodes` ranks over `link`:
- *  the fastest candidate, or `want` (not AUTO). Returns its time; *out (may
- *  be NULL) gets the algorithm, times[] (may be NULL) each candidate's. */
-double coll_tune_rail_pick(size_t shard, int nodes, const struct link_cost *link,
-                           enum coll_algo want, enum coll_algo *out, double times[COLL_RAIL_ALGOS]);
-/** A rail's link: `net` with its bandwidth shared by the node's rails. */
-struct link_cost coll_tune_rail_link(const struct node_shape *sh, const struct link_cost *net);
-/** Predicted seconds of the hierarchical all-reduce (-1: does not apply);
- *  *rail_out (may be NULL) gets the rails' algorithm. */
-double coll_tune_predict_hier(size_t bytes, const struct node_shape *sh,
-                              const struct link_cost *net, enum coll_algo *rail_out);
-/** The algorithm for `kind` and `bytes`: GX_ALGO where it applies (then
- *  *forced_out is true), else the cheapest by the model. `arena`: the
- *  communicator has a shared-memory arena. */
-enum coll_algo coll_tune_choose(enum coll_kind kind, size_t bytes, int n,
-                                const struct node_shape *sh, bool arena,
-                                const struct link_cost *net, bool *forced_out);
 
 #endif

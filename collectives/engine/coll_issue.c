@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "collectives/algorithms/algorithms.h"
+#include "collectives/algorithms/coll_tune.h"
 #include "collectives/arena/coll_shm.h"
 #include "collectives/comm/comm_internal.h"
 #include "collectives/comm/request.h"

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "collectives/engine/coll.h"
+#include "collectives/algorithms/coll_tune.h"
 
 #include "common/param.h"
 #include "tools/gx-info/flight_merge.h"

@@ -1,7 +1,7 @@
 /*
  * coll_tune.c - choosing an algorithm: GX_ALGO, the cost model, the chunk
  * size. The table `gx-info --tuning` prints from this model is in
- * coll_tune_print.c; what the two share is in coll_engine.h.
+ * coll_tune_print.c; what the two share is in coll_tune.h.
  *
  * Cost model (Hockney): a message of m bytes costs alpha + m * beta; reducing
  * m bytes costs m * gamma. alpha and beta come from the link class the
@@ -20,8 +20,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "collectives/engine/coll.h"
-#include "collectives/engine/coll_engine.h"
+#include "collectives/algorithms/coll_tune.h"
 #include "collectives/algorithms/coll_dbtree.h"
 #include "collectives/arena/coll_shm.h"
 #include "collectives/comm/comm_internal.h"

@@ -3,13 +3,12 @@
  * node count (and optionally a measured network link), each all-reduce
  * algorithm's predicted time per size and the one chosen, the hierarchical
  * all-reduce's rails, and the choice for the other collectives. It only
- * reads the cost model of coll_tune.c (through coll_engine.h); it decides
+ * reads the cost model of coll_tune.c (through coll_tune.h); it decides
  * nothing a collective runs with.
  */
 #include <stdio.h>
 
-#include "collectives/engine/coll.h"
-#include "collectives/engine/coll_engine.h"
+#include "collectives/algorithms/coll_tune.h"
 #include "collectives/arena/coll_shm.h"
 #include "common/log.h"
 #include "common/param.h"

@@ -1,0 +1,95 @@
+/*
+ * coll_tune.h - choosing an algorithm: GX_ALGO, the cost model and the
+ * tables `gx-info --tuning` prints. coll_tune.c holds the choice and the
+ * measured link figures, coll_tune_print.c the tables; the engine asks
+ * coll_choose() when it issues a collective.
+ *
+ * Owns: the model's shared facts (links, node shape) and its entry points.
+ * Must not touch: the engine or the transport; it only predicts.
+ */
+#ifndef GX_COLL_TUNE_H
+#define GX_COLL_TUNE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "collectives/schedule/schedule.h"
+
+struct gx_comm;
+
+/* ---- algorithm choice (coll_tune.c) ------------------------------------- */
+
+/** The algorithm for a collective of `bytes` (the full vector: count *
+ *  element size; per-rank block for gather/scatter/all-gather/alltoall) on
+ *  `comm`: GX_ALGO if it names one that applies, else the cost model. */
+enum coll_algo coll_choose(const struct gx_comm *comm, enum coll_kind kind, size_t bytes);
+/** The all-reduce algorithm of the rails of a hierarchical all-reduce of
+ *  `bytes` on `comm` (ring, rhd, tree or dbtree; the same on every rank). */
+enum coll_algo coll_hier_rail_algo(const struct gx_comm *comm, size_t bytes);
+/** Predicted seconds of `algo` for `kind` with `bytes` on `n` ranks on
+ *  `nodes` nodes; a negative value when the algorithm does not apply. */
+double coll_predict(enum coll_kind kind, enum coll_algo algo, size_t bytes, int n, int nodes);
+
+/** Print the algorithm choice and predicted time per size for `nranks`
+ *  ranks on `nnodes` nodes (gx-info --tuning). */
+int gx_coll_tuning_print(FILE *f, int nranks, int nnodes);
+/** The same over a network link of `net_alpha` seconds per message and
+ *  `net_beta` seconds per byte (0, 0: the tcp defaults), as a probe at
+ *  set-up would measure it (gx-info --tuning --link). */
+int gx_coll_tuning_print_net(FILE *f, int nranks, int nnodes, double net_alpha, double net_beta);
+
+/* ---- the cost model (coll_tune.c), for coll_tune_print.c ------------------ */
+
+struct link_cost {
+    const char *name;
+    double alpha;  /* seconds per message */
+    double beta;   /* seconds per byte */
+};
+
+/* The measured defaults: shm links inside a node, tcp between nodes (a
+ * communicator replaces tcp's with its probed link), reduction speed. */
+extern const struct link_cost coll_link_shm, coll_link_tcp;
+extern const double coll_gamma_reduce; /* seconds per byte reduced */
+/* GX_ALGO, GX_HIER_RAIL (defined in coll_tune.c). */
+extern const struct gx_param gx_param_algo, gx_param_hier_rail;
+
+/* The node layout the model needs: node count, the largest node's rank
+ * count L, whether nodes differ. hier applies with >= 2 nodes and L >= 2. */
+struct node_shape {
+    int nodes, L;
+    bool uneven;
+    int rails;   /* network links per node the rails spread over (GX_SOCKET_IFNAME's list) */
+};
+
+/* The rails' candidates (ring, rhd, tree, dbtree), in the order ties go. */
+#define COLL_RAIL_ALGOS 4
+extern const enum coll_algo coll_rail_algos[COLL_RAIL_ALGOS];
+
+/** Predicted seconds of `algo` for `kind` (flat algorithms; hier: -1) with
+ *  `net` the link between nodes; negative when the algorithm does not apply. */
+double coll_tune_predict(enum coll_kind kind, enum coll_algo algo, size_t bytes, int n, int nodes,
+                         const struct link_cost *net);
+/** hier applies: >= 2 nodes and >= 2 ranks in the largest. */
+bool coll_tune_hier_applies(const struct node_shape *sh);
+/** GX_HIER_RAIL: COLL_ALGO_AUTO, or the forced rail algorithm. */
+enum coll_algo coll_tune_forced_rail(void);
+/** One rail's all-reduce of `shard` bytes among `nodes` ranks over `link`:
+ *  the fastest candidate, or `want` (not AUTO). Returns its time; *out (may
+ *  be NULL) gets the algorithm, times[] (may be NULL) each candidate's. */
+double coll_tune_rail_pick(size_t shard, int nodes, const struct link_cost *link,
+                           enum coll_algo want, enum coll_algo *out, double times[COLL_RAIL_ALGOS]);
+/** A rail's link: `net` with its bandwidth shared by the node's rails. */
+struct link_cost coll_tune_rail_link(const struct node_shape *sh, const struct link_cost *net);
+/** Predicted seconds of the hierarchical all-reduce (-1: does not apply);
+ *  *rail_out (may be NULL) gets the rails' algorithm. */
+double coll_tune_predict_hier(size_t bytes, const struct node_shape *sh,
+                              const struct link_cost *net, enum coll_algo *rail_out);
+/** The algorithm for `kind` and `bytes`: GX_ALGO where it applies (then
+ *  *forced_out is true), else the cheapest by the model. `arena`: the
+ *  communicator has a shared-memory arena. */
+enum coll_algo coll_tune_choose(enum coll_kind kind, size_t bytes, int n,
+                                const struct node_shape *sh, bool arena,
+                                const struct link_cost *net, bool *forced_out);
+
+#endif
