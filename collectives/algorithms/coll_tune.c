@@ -22,7 +22,7 @@
 
 #include "collectives/algorithms/coll_tune.h"
 #include "collectives/algorithms/coll_dbtree.h"
-#include "collectives/arena/coll_shm.h"
+#include "collectives/arena/node_shm.h"
 #include "collectives/comm/comm_internal.h"
 #include "common/log.h"
 #include "common/param.h"

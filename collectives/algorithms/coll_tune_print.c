@@ -9,7 +9,7 @@
 #include <stdio.h>
 
 #include "collectives/algorithms/coll_tune.h"
-#include "collectives/arena/coll_shm.h"
+#include "collectives/arena/node_shm.h"
 #include "common/log.h"
 #include "common/param.h"
 #include "common/sock.h"

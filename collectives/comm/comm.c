@@ -9,7 +9,7 @@
 
 #include "collectives/bootstrap/boot_coll.h"
 #include "collectives/comm/comm_env.h"
-#include "collectives/arena/coll_shm.h"
+#include "collectives/arena/node_shm.h"
 #include "collectives/comm/comm_internal.h"
 #include "collectives/transport/xport.h"
 #include "common/clock.h"

@@ -15,7 +15,7 @@
 
 #include "collectives/algorithms/algorithms.h"
 #include "collectives/algorithms/coll_tune.h"
-#include "collectives/arena/coll_shm.h"
+#include "collectives/arena/node_shm.h"
 #include "collectives/comm/comm_internal.h"
 #include "collectives/comm/request.h"
 #include "collectives/engine/coll_pipe.h"

@@ -14,7 +14,7 @@
 #include "collectives/engine/coll_engine.h"
 #include "collectives/engine/coll_fault.h"
 #include "collectives/engine/coll_gpu.h"
-#include "collectives/arena/coll_shm.h"
+#include "collectives/arena/node_shm.h"
 #include "collectives/comm/comm_internal.h"
 #include "common/log.h"
 

@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "collectives/algorithms/algorithms.h"
-#include "collectives/arena/coll_shm.h"
+#include "collectives/arena/node_shm.h"
 #include "collectives/comm/comm_internal.h"
 
 int shm_bcast_build(struct coll_op *op)

@@ -23,7 +23,7 @@
 #include <string.h>
 
 #include "collectives/schedule/schedule.h"
-#include "collectives/arena/coll_shm.h"
+#include "collectives/arena/node_shm.h"
 #include "collectives/comm/comm_internal.h"
 
 #define SHM_SMALL_BYTES (16u << 10)

@@ -19,7 +19,7 @@
  * Nothing here averages (the rails do).
  */
 #include "collectives/algorithms/algorithms.h"
-#include "collectives/arena/coll_shm.h"
+#include "collectives/arena/node_shm.h"
 #include "collectives/comm/comm_internal.h"
 #include "common/log.h"
 
