@@ -61,12 +61,12 @@ function(gx_rooms_check root)
   # Algorithms write schedules with the builder and read the node layout;
   # they never call the transport or reach the engine that runs them.
   gx_room_rule("${root}" algorithms MAY collectives/schedule/
-               collectives/comm/comm_internal.h collectives/arena/
+               collectives/comm/comm_internal.h collectives/arena/node_shm.h
                FORBID_CALLS "[^a-z_](xp|gx_xport|coll_progress|coll_issue)[a-z_]*\\(")
-  # The arena is an algorithm with shared memory: same rule, plus the
-  # transport's provider query and the flat algorithms it falls back to.
-  gx_room_rule("${root}" arena MAY collectives/schedule/schedule.h
-               collectives/algorithms/algorithms.h collectives/comm/comm_internal.h
+  # The arena: a node's shared-memory segment, a resource the arena
+  # algorithms (algorithms/arena_*.c) use; it reads the communicator and asks
+  # the transport which provider reaches each peer.
+  gx_room_rule("${root}" arena MAY collectives/comm/comm_internal.h
                collectives/transport/xport.h)
   # DDP is a client of the collectives: the public API, the narrow
   # communicator view and the f16 helpers.

@@ -113,9 +113,9 @@ int hier_allreduce_build(struct coll_op *op);
 /* The intra-node phases of the hierarchical all-reduce, over the node group
  * (member i = local rank i, blocks g->bounds): an engine interface with two
  * implementations, the ring of messages below (coll_node_ring: the shm
- * provider carries them) and the node's shared-memory arena
- * (collectives/arena/coll_shm_node.c; gx_comm.node_engine when the node has
- * one). reduce_scatter leaves block (me+1) mod n of the node's sum in
+ * provider carries them) and the node's shared-memory segment
+ * (arena_node_engine, arena_node.c; used when the node has one,
+ * gx_comm.node_shm). reduce_scatter leaves block (me+1) mod n of the node's sum in
  * recvbuf, all_gather spreads every member's block; neither averages. An
  * engine working in numbered rounds says how many one phase of one segment
  * takes (rounds; 0 for the ring) and hands them out in issue order (reserve);
@@ -134,5 +134,37 @@ struct coll_node_engine {
                       size_t count);
 };
 extern const struct coll_node_engine coll_node_ring;
+extern const struct coll_node_engine arena_node_engine;
+
+/* ---- the arena algorithms (arena_*.c) ------------------------------------
+ * Collectives in the node's shared-memory segment (arena/node_shm.h):
+ * arena_allreduce.c, arena_moves.c (broadcast, all-gather, reduce-scatter)
+ * and the hierarchical all-reduce's intra-node phases (arena_node.c).
+ *
+ * One round of a collective in the segment: its counter value (round
+ * number + 1), its slot, and the step after which the slot may be refilled
+ * (every rank's done counter of the round two earlier; -1: at once). */
+struct node_shm;
+struct arena_round {
+    uint64_t v;
+    unsigned b;
+    int slot_free;
+};
+/* Start round g: adds the wait for its slot to op's schedule. */
+struct arena_round arena_round_begin(struct coll_op *op, struct node_shm *a, uint64_t g);
+/* This rank's input for the round is staged (after step `dep`): raise its
+ * in counter and wait for every rank's; returns the wait. */
+int arena_all_staged(struct coll_op *op, struct node_shm *a, const struct arena_round *rd,
+                     int dep);
+/* dst = own op slot_{r+1} op ... op slot_{r-1} (each slot at byte offset
+ * `off` of slot b), averaged for avg; `own` is this rank's operand and may
+ * be dst itself. Returns the last step. */
+int arena_reduce_all(struct coll_op *op, const struct node_shm *a, unsigned b, size_t off,
+                     const void *own, void *dst, size_t count, int dep);
+/* The builders, for a communicator with a one-node segment (gx_comm.shm). */
+int arena_allreduce_build(struct coll_op *op);
+int arena_bcast_build(struct coll_op *op);
+int arena_allgather_build(struct coll_op *op);
+int arena_reduce_scatter_build(struct coll_op *op);
 
 #endif

@@ -1,10 +1,11 @@
 /*
- * coll_shm.c - all-reduce in the node's shared-memory arena (coll_shm.h).
+ * arena_allreduce.c - all-reduce in the node's shared-memory segment
+ * (arena/node_shm.h), and the round helpers every arena algorithm shares.
  *
  * The vector goes through the arena in rounds of at most one slot. In each
  * round every rank copies its piece of the input into its slot and raises
  * in[b]; then
- *  - small rounds (SHM_SMALL_BYTES or fewer): every rank reduces the whole
+ *  - small rounds (ARENA_SMALL_BYTES or fewer): every rank reduces the whole
  *    piece from its own and all other slots into its output, raises done[b]
  *    - one synchronisation per round;
  *  - larger rounds: rank r stages all but block r of its piece (nobody else
@@ -22,75 +23,67 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "collectives/schedule/schedule.h"
+#include "collectives/algorithms/algorithms.h"
 #include "collectives/arena/node_shm.h"
 #include "collectives/comm/comm_internal.h"
 
-#define SHM_SMALL_BYTES (16u << 10)
+#define ARENA_SMALL_BYTES (16u << 10)
 
 /* Every block is reduced by one rank only, so the operand order need not be
  * the same on all ranks. */
-int shm_reduce_all(struct coll_op *op, const struct coll_shm_arena *ar, unsigned b, size_t off,
-                   const void *own, void *dst, size_t count, int dep)
+int arena_reduce_all(struct coll_op *op, const struct node_shm *ar, unsigned b, size_t off,
+                     const void *own, void *dst, size_t count, int dep)
 {
     int n = ar->nranks, r = ar->rank;
-    int s = cs_reduce3(op, dst, own, shm_slot(ar, (r + 1) % n, b) + off, count, dep, -1, -1);
+    int s = cs_reduce3(op, dst, own, node_shm_slot(ar, (r + 1) % n, b) + off, count, dep, -1, -1);
     for (int j = 2; j < n; j++)
-        s = cs_reduce(op, dst, shm_slot(ar, (r + j) % n, b) + off, count, s, -1, -1);
+        s = cs_reduce(op, dst, node_shm_slot(ar, (r + j) % n, b) + off, count, s, -1, -1);
     if (op->a.op == GX_AVG)
         s = cs_avg(op, dst, count, s, -1, -1);
     return s;
 }
 
-uint64_t shm_take_rounds(struct coll_shm_arena *a, size_t count, size_t per_round,
-                         size_t *rounds_out)
+struct arena_round arena_round_begin(struct coll_op *op, struct node_shm *a, uint64_t g)
 {
-    size_t rounds = per_round ? (count + per_round - 1) / per_round : 0;
-    *rounds_out = rounds;
-    return __atomic_fetch_add(&a->next_round, rounds, __ATOMIC_RELAXED);
-}
-
-struct shm_round shm_round_begin(struct coll_op *op, struct coll_shm_arena *a, uint64_t g)
-{
-    struct shm_round rd = { .v = g + 1, .b = (unsigned)(g % SHM_NBUF), .slot_free = -1 };
-    if (g >= SHM_NBUF)
-        rd.slot_free = cs_flag_wait(op, &a->ctl[0].done[rd.b], sizeof(struct shm_rank_ctl),
-                                    g + 1 - SHM_NBUF, -1, -1, -1);
+    struct arena_round rd = { .v = g + 1, .b = (unsigned)(g % NODE_SHM_NBUF), .slot_free = -1 };
+    if (g >= NODE_SHM_NBUF)
+        rd.slot_free = cs_flag_wait(op, &a->ctl[0].done[rd.b], sizeof(struct node_shm_ctl),
+                                    g + 1 - NODE_SHM_NBUF, -1, -1, -1);
     return rd;
 }
 
-int shm_all_staged(struct coll_op *op, struct coll_shm_arena *a, const struct shm_round *rd,
-                   int dep)
+int arena_all_staged(struct coll_op *op, struct node_shm *a, const struct arena_round *rd,
+                     int dep)
 {
     int set = cs_flag_set(op, &a->ctl[a->rank].in[rd->b], rd->v, dep, -1, -1);
-    return cs_flag_wait(op, &a->ctl[0].in[rd->b], sizeof(struct shm_rank_ctl), rd->v, set, -1,
+    return cs_flag_wait(op, &a->ctl[0].in[rd->b], sizeof(struct node_shm_ctl), rd->v, set, -1,
                         -1);
 }
 
-int shm_allreduce_build(struct coll_op *op)
+int arena_allreduce_build(struct coll_op *op)
 {
     const struct coll_args *a = &op->a;
-    struct coll_shm_arena *ar = op->comm->shm;
+    struct node_shm *ar = op->comm->shm;
     if (!ar || ar->nranks < 2 || a->count == 0)
         return ar || a->count == 0 ? GX_OK : GX_EINVAL;
     int n = ar->nranks, r = ar->rank;
     size_t es = a->es, count = a->count;
     size_t rounds;
-    uint64_t g0 = shm_take_rounds(ar, count, ar->slot_bytes / es, &rounds);
-    const size_t stride = sizeof(struct shm_rank_ctl);
-    struct shm_rank_ctl *ctl = ar->ctl;
+    uint64_t g0 = node_shm_take_rounds(ar, count, ar->slot_bytes / es, &rounds);
+    const size_t stride = sizeof(struct node_shm_ctl);
+    struct node_shm_ctl *ctl = ar->ctl;
     const char *sb = a->sendbuf;
     char *rb = a->recvbuf;
 
     for (size_t k = 0; k < rounds && op->build_status == GX_OK; k++) { /* stop at the cap */
-        struct shm_round rd = shm_round_begin(op, ar, g0 + k);
+        struct arena_round rd = arena_round_begin(op, ar, g0 + k);
         uint64_t v = rd.v;
         unsigned b = rd.b;
         int free_slot = rd.slot_free;
         size_t off = block_off(count, (int)rounds, (int)k), len = block_len(count, (int)rounds,
                                                                            (int)k);
-        char *mine = shm_slot(ar, r, b);
-        bool small = len * es <= SHM_SMALL_BYTES || len < (size_t)n;
+        char *mine = node_shm_slot(ar, r, b);
+        bool small = len * es <= ARENA_SMALL_BYTES || len < (size_t)n;
         size_t mo = block_off(len, n, r), ml = block_len(len, n, r);
         /* Stage what the others read: everything for small rounds, else
          * all but block r (this rank reduces that one from its input). */
@@ -103,13 +96,13 @@ int shm_allreduce_build(struct coll_op *op)
             staged = cs_copy(op, mine + tail * es, sb + (off + tail) * es, (len - tail) * es,
                              staged, -1, -1);
         }
-        int all_in = shm_all_staged(op, ar, &rd, staged);
+        int all_in = arena_all_staged(op, ar, &rd, staged);
         if (small) {
-            int red = shm_reduce_all(op, ar, b, 0, mine, rb + off * es, len, all_in);
+            int red = arena_reduce_all(op, ar, b, 0, mine, rb + off * es, len, all_in);
             cs_flag_set(op, &ctl[r].done[b], v, red, -1, -1);
             continue;
         }
-        int red = shm_reduce_all(op, ar, b, mo * es, sb + (off + mo) * es, rb + (off + mo) * es, ml,
+        int red = arena_reduce_all(op, ar, b, mo * es, sb + (off + mo) * es, rb + (off + mo) * es, ml,
                              all_in);
         red = cs_copy(op, mine + mo * es, rb + (off + mo) * es, ml * es, red, -1, -1);
         red = cs_flag_set(op, &ctl[r].red[b], v, red, -1, -1);
@@ -117,7 +110,7 @@ int shm_allreduce_build(struct coll_op *op)
         for (int j = 1; j < n; j++) {
             int p = (r + j) % n; /* start after ourselves: ranks spread over the slots */
             size_t po = block_off(len, n, p), pl = block_len(len, n, p);
-            last = cs_copy(op, rb + (off + po) * es, shm_slot(ar, p, b) + po * es, pl * es, last,
+            last = cs_copy(op, rb + (off + po) * es, node_shm_slot(ar, p, b) + po * es, pl * es, last,
                            -1, -1);
         }
         cs_flag_set(op, &ctl[r].done[b], v, last, -1, -1);

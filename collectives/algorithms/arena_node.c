@@ -1,6 +1,6 @@
 /*
- * coll_shm_node.c - the node's shared-memory arena (gx_comm.node_shm, made
- * per node in coll_shm_arena.c) as the intra-node engine of the
+ * arena_node.c - the node's shared-memory segment (gx_comm.node_shm, made
+ * per node in arena/node_shm.c) as the intra-node engine of the
  * hierarchical all-reduce (algorithms.h, struct coll_node_engine).
  *
  * Both phases run over the node group (member i = local rank i = arena
@@ -32,10 +32,10 @@ static void trace_first_flag(const struct coll_op *op, const char *phase, int wa
 }
 
 /* Elements of one block a round carries (a sub-slot). */
-static size_t per_round(const struct coll_shm_arena *ar, const struct coll_group *g, size_t es)
+static size_t per_round(const struct node_shm *ar, const struct coll_group *g, size_t es)
 {
     size_t per = ar->slot_bytes / ((size_t)g->n * es);
-    return per ? per : 1; /* coll_shm_arena.c makes no arena this small */
+    return per ? per : 1; /* node_shm.c makes no arena this small */
 }
 
 static size_t node_rounds(const struct gx_comm *c, const struct coll_group *g, size_t count,
@@ -54,7 +54,7 @@ static size_t node_rounds(const struct gx_comm *c, const struct coll_group *g, s
 static uint64_t node_reserve(struct gx_comm *c, size_t rounds)
 {
     size_t got;
-    return shm_take_rounds(c->node_shm, rounds, 1, &got);
+    return node_shm_take_rounds(c->node_shm, rounds, 1, &got);
 }
 
 /* Piece k of block j (elements, from the segment's start). */
@@ -69,15 +69,15 @@ static void piece(const struct coll_group *g, size_t count, int j, size_t rounds
 static int node_rs(struct coll_op *op, const struct coll_group *g, const void *sendbuf,
                    void *recvbuf, size_t count)
 {
-    struct coll_shm_arena *ar = op->comm->node_shm;
+    struct node_shm *ar = op->comm->node_shm;
     size_t es = op->a.es, rounds = node_rounds(op->comm, g, count, es);
     size_t sub = per_round(ar, g, es) * es;
     int n = g->n, r = g->me, mb = (r + 1) % n;
     const char *sb = sendbuf;
     char *rb = recvbuf;
     for (size_t k = 0; k < rounds && op->build_status == GX_OK; k++) { /* stop at the cap */
-        struct shm_round rd = shm_round_begin(op, ar, g->round + k);
-        char *mine = shm_slot(ar, r, rd.b);
+        struct arena_round rd = arena_round_begin(op, ar, g->round + k);
+        char *mine = node_shm_slot(ar, r, rd.b);
         size_t po, pl;
         int last = rd.slot_free;
         for (int j = 0; j < n; j++) {
@@ -85,17 +85,17 @@ static int node_rs(struct coll_op *op, const struct coll_group *g, const void *s
             if (j != mb && pl)
                 last = cs_copy(op, mine + (size_t)j * sub, sb + po * es, pl * es, last, -1, -1);
         }
-        last = shm_all_staged(op, ar, &rd, last);
+        last = arena_all_staged(op, ar, &rd, last);
         if (k == 0)
             trace_first_flag(op, "reduce-scatter", last);
         piece(g, count, mb, rounds, k, &po, &pl);
         if (pl) {
             last = cs_reduce3(op, rb + po * es, sb + po * es,
-                              shm_slot(ar, (r + 1) % n, rd.b) + (size_t)mb * sub, pl, last, -1,
+                              node_shm_slot(ar, (r + 1) % n, rd.b) + (size_t)mb * sub, pl, last, -1,
                               -1);
             for (int j = 2; j < n; j++)
                 last = cs_reduce(op, rb + po * es,
-                                 shm_slot(ar, (r + j) % n, rd.b) + (size_t)mb * sub, pl, last,
+                                 node_shm_slot(ar, (r + j) % n, rd.b) + (size_t)mb * sub, pl, last,
                                  -1, -1);
         }
         cs_flag_set(op, &ar->ctl[r].done[rd.b], rd.v, last, -1, -1);
@@ -105,32 +105,32 @@ static int node_rs(struct coll_op *op, const struct coll_group *g, const void *s
 
 static int node_ag(struct coll_op *op, const struct coll_group *g, void *recvbuf, size_t count)
 {
-    struct coll_shm_arena *ar = op->comm->node_shm;
+    struct node_shm *ar = op->comm->node_shm;
     size_t es = op->a.es, rounds = node_rounds(op->comm, g, count, es);
     int n = g->n, r = g->me, mb = (r + 1) % n;
     char *rb = recvbuf;
     for (size_t k = 0; k < rounds && op->build_status == GX_OK; k++) { /* stop at the cap */
-        struct shm_round rd = shm_round_begin(op, ar, g->round + k);
+        struct arena_round rd = arena_round_begin(op, ar, g->round + k);
         size_t po, pl;
         piece(g, count, mb, rounds, k, &po, &pl);
         int last = rd.slot_free;
         if (pl)
-            last = cs_copy(op, shm_slot(ar, r, rd.b), rb + po * es, pl * es, last, -1, -1);
-        last = shm_all_staged(op, ar, &rd, last);
+            last = cs_copy(op, node_shm_slot(ar, r, rd.b), rb + po * es, pl * es, last, -1, -1);
+        last = arena_all_staged(op, ar, &rd, last);
         if (k == 0)
             trace_first_flag(op, "all-gather", last);
         for (int j = 1; j < n; j++) {
             int p = (r + j) % n; /* member p holds block p+1 */
             piece(g, count, (p + 1) % n, rounds, k, &po, &pl);
             if (pl)
-                last = cs_copy(op, rb + po * es, shm_slot(ar, p, rd.b), pl * es, last, -1, -1);
+                last = cs_copy(op, rb + po * es, node_shm_slot(ar, p, rd.b), pl * es, last, -1, -1);
         }
         cs_flag_set(op, &ar->ctl[r].done[rd.b], rd.v, last, -1, -1);
     }
     return GX_OK;
 }
 
-const struct coll_node_engine shm_node_engine = {
+const struct coll_node_engine arena_node_engine = {
     .name = "arena",
     .rounds = node_rounds,
     .reserve = node_reserve,

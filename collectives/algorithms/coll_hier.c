@@ -28,7 +28,7 @@
  *
  * Intra-node phases (a) and (c) run on the node's engine (algorithms.h,
  * struct coll_node_engine): the node's shared-memory arena when it has one
- * (arena/coll_shm_node.c: GX_HIER_ARENA=auto, 2+ ranks on the node), else
+ * (arena_node.c: GX_HIER_ARENA=auto, 2+ ranks on the node), else
  * the ring of messages over the shm provider (coll_node_ring below).
  */
 #include <stdlib.h>
@@ -104,7 +104,7 @@ const struct coll_node_engine coll_node_ring = {
 
 static const struct coll_node_engine *node_engine(const struct gx_comm *c)
 {
-    return c->node_engine && c->local_size > 1 ? c->node_engine : &coll_node_ring;
+    return c->node_shm && c->local_size > 1 ? &arena_node_engine : &coll_node_ring;
 }
 
 static size_t align_up(size_t x)

@@ -45,7 +45,7 @@ GX_PARAM_DEFINE(gx_param_hier_rail, "GX_HIER_RAIL", GX_PARAM_ENUM, "auto",
 const struct link_cost coll_link_shm = { "shm", 4e-6, 1.0 / 3.0e9 };
 const struct link_cost coll_link_tcp = { "tcp", 40e-6, 1.0 / 1.2e9 };
 const double coll_gamma_reduce = 1.0 / 4.0e9; /* seconds per byte reduced */
-/* The shared-memory arena (coll_shm.c): a flag handoff between ranks (when
+/* The shared-memory arena (arena_allreduce.c): a flag handoff between ranks (when
  * there are more ranks than CPUs, a handoff waits for the scheduler), and
  * memcpy into and out of the arena (cache-resident slots). Measured with
  * gx-perf on the development machine, 2 and 4 ranks on 2 CPUs. */
@@ -56,7 +56,7 @@ static const double shm_handoff_oversubscribed_small = 30e-6;
 static const double shm_handoff_oversubscribed_large = 8e-6;
 static const double shm_copy_beta = 1.0 / 8.0e9;
 #define SHM_ROUND_BYTES (256u << 10) /* GX_COLL_SHM_SLOT's default */
-#define SHM_SMALL_ROUND (16u << 10)  /* coll_shm.c's SHM_SMALL_BYTES */
+#define SHM_SMALL_ROUND (16u << 10)  /* arena_allreduce.c's ARENA_SMALL_BYTES */
 
 /* Read once (sysconf reads /sys); communicators in several threads may race
  * to fill it in, with the same value. */
@@ -71,7 +71,7 @@ static long online_cpus(void)
     return cpus;
 }
 
-/* Broadcast, all-gather, reduce-scatter in the arena (coll_shm_collectives.c)
+/* Broadcast, all-gather, reduce-scatter in the arena (arena_moves.c)
  * for S bytes per block: one handoff per round of `per_slot` blocks, `copies`
  * block copies and `reductions` block reductions per rank. */
 static double shm_moves_time(double S, int n, int per_slot, double copies, double reductions)
@@ -339,7 +339,7 @@ double coll_tune_predict_hier(size_t bytes, const struct node_shape *sh,
     const struct link_cost *l = &coll_link_shm;
     double t_rs = (L - 1) * (l->alpha + shard * (l->beta + coll_gamma_reduce));
     double t_ag = (L - 1) * (l->alpha + shard * l->beta);
-    if (shm_node_engine_planned()) { /* arena/coll_shm_node.c */
+    if (node_shm_hier_planned()) { /* arena_node.c */
         t_rs = shm_moves_time(shard, sh->L, sh->L, L - 1, L - 1);
         t_ag = shm_moves_time(shard, sh->L, 1, L - 1, 0);
     }
@@ -365,7 +365,7 @@ static struct node_shape comm_shape(const struct gx_comm *comm)
     return sh;
 }
 
-/* `arena`: the communicator has a shared-memory arena (coll_shm.h); the
+/* `arena`: the communicator has a shared-memory arena (gx_comm.shm); the
  * same on every rank. Forcing shm where there is none, or hier where it does
  * not apply, falls back to auto. */
 double coll_predict(enum coll_kind kind, enum coll_algo algo, size_t bytes, int n, int nodes)

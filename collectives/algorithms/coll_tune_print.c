@@ -108,7 +108,7 @@ int gx_coll_tuning_print_net(FILE *f, int nranks, int nnodes, double net_alpha, 
                 "GX_SOCKET_IFNAME's list), all-gather inside the node\n", nnodes, sh.L, sh.L,
                 sh.rails < sh.L ? sh.rails : sh.L);
     if (nnodes > 1 && coll_tune_hier_applies(&sh))
-        fprintf(f, "hier intra-node engine: %s%s\n", shm_node_engine_plan(),
+        fprintf(f, "hier intra-node engine: %s%s\n", node_shm_hier_plan(),
                 sh.uneven || nranks < 2 * nnodes ? "; a node of one rank has no intra-node phase"
                                                  : "");
     fprintf(f, "all_reduce (predicted time per algorithm; * = chosen; flat = best of the "

@@ -1,5 +1,6 @@
 /*
- * coll_shm_arena.c - creating and sharing the node arena (coll_shm.h).
+ * node_shm.c - creating and sharing a node's shared-memory segment, the
+ * arena (node_shm.h).
  *
  * Rank 0 makes a memfd, the ranks all-gather (pid, fd, slot size) over the
  * bootstrap, the others take the descriptor with pidfd_getfd (the same
@@ -77,13 +78,13 @@ static size_t ctl_offset(void)
 
 static size_t data_offset(int n)
 {
-    size_t end = ctl_offset() + (size_t)n * sizeof(struct shm_rank_ctl);
+    size_t end = ctl_offset() + (size_t)n * sizeof(struct node_shm_ctl);
     return (end + 4095) & ~(size_t)4095;
 }
 
 static size_t arena_bytes(int n, size_t slot)
 {
-    return data_offset(n) + (size_t)n * SHM_NBUF * slot;
+    return data_offset(n) + (size_t)n * NODE_SHM_NBUF * slot;
 }
 
 static bool wanted(struct gx_comm *c)
@@ -188,9 +189,9 @@ static void *map_peer_segment(const struct arena_record *r0, int n, const char *
     return p;
 }
 
-static struct coll_shm_arena *arena_new(void *map, int n, int rank, size_t slot)
+static struct node_shm *arena_new(void *map, int n, int rank, size_t slot)
 {
-    struct coll_shm_arena *a = calloc(1, sizeof(*a));
+    struct node_shm *a = calloc(1, sizeof(*a));
     if (!a)
         return NULL;
     a->base = map;
@@ -198,13 +199,13 @@ static struct coll_shm_arena *arena_new(void *map, int n, int rank, size_t slot)
     a->nranks = n;
     a->rank = rank;
     a->slot_bytes = slot;
-    a->ctl = (struct shm_rank_ctl *)((char *)map + ctl_offset());
+    a->ctl = (struct node_shm_ctl *)((char *)map + ctl_offset());
     a->data = (char *)map + data_offset(n);
     __atomic_store_n(&a->ctl[rank].pid, (int32_t)getpid(), __ATOMIC_RELEASE);
     return a;
 }
 
-bool shm_node_engine_planned(void)
+bool node_shm_hier_planned(void)
 {
     int hier = 0, shm = 0;
     return gx_param_enum(&gx_param_hier_arena, &hier) == GX_OK && hier == 0 &&
@@ -213,7 +214,7 @@ bool shm_node_engine_planned(void)
 
 static bool node_wanted(struct gx_comm *c)
 {
-    if (c->local_size < 2 || !shm_node_engine_planned() ||
+    if (c->local_size < 2 || !node_shm_hier_planned() ||
         node_slot_setting() < (size_t)c->local_size * 16)
         return false;
     for (int p = 0; p < c->size; p++)
@@ -223,7 +224,7 @@ static bool node_wanted(struct gx_comm *c)
     return true;
 }
 
-const char *shm_node_engine_plan(void)
+const char *node_shm_hier_plan(void)
 {
     int mode = 0;
     if (gx_param_enum(&gx_param_hier_arena, &mode) != GX_OK || mode != 0)
@@ -279,7 +280,7 @@ static int node_open(struct gx_comm *c)
         close(mine.fd);
     free(all);
     free(oks);
-    struct coll_shm_arena *a = rc == GX_OK && ok ? arena_new(map, n, me, slot) : NULL;
+    struct node_shm *a = rc == GX_OK && ok ? arena_new(map, n, me, slot) : NULL;
     if (!a) {
         if (map)
             munmap(map, arena_bytes(n, slot ? slot : mine.slot_bytes));
@@ -293,17 +294,15 @@ static int node_open(struct gx_comm *c)
     }
     a->ranks = ranks;
     c->node_shm = a;
-    c->node_engine = &shm_node_engine;
     GX_INFO(GX_SUB_COLL, "communicator '%s': node arena on node %d, %d ranks x %d slots of %zu "
-            "bytes", c->name, c->node_index, n, SHM_NBUF, slot);
+            "bytes", c->name, c->node_index, n, NODE_SHM_NBUF, slot);
     return GX_OK;
 }
 
-int gx_coll_shm_open(struct gx_comm *c)
+int node_shm_open(struct gx_comm *c)
 {
     c->shm = NULL;
     c->node_shm = NULL;
-    c->node_engine = NULL;
     if (c->size >= 2 && c->node_count > 1 && c->node_count < c->size)
         return node_open(c); /* some node has 2+ ranks: the same on every rank */
     if (c->size < 2 || c->node_count != 1)
@@ -351,18 +350,18 @@ int gx_coll_shm_open(struct gx_comm *c)
             GX_INFO(GX_SUB_COLL, "communicator '%s': no shared-memory arena: %s", c->name, why);
         return rc;
     }
-    struct coll_shm_arena *a = arena_new(map, n, c->rank, slot);
+    struct node_shm *a = arena_new(map, n, c->rank, slot);
     if (!a) {
         munmap(map, arena_bytes(n, slot));
         return gx_fail(GX_ENOMEM, GX_SUB_COLL, "communicator '%s': out of memory", c->name);
     }
     c->shm = a;
     GX_INFO(GX_SUB_COLL, "communicator '%s': shared-memory arena, %d ranks x %d slots of %zu "
-            "bytes", c->name, n, SHM_NBUF, slot);
+            "bytes", c->name, n, NODE_SHM_NBUF, slot);
     return GX_OK;
 }
 
-static void arena_free(struct coll_shm_arena *a)
+static void arena_free(struct node_shm *a)
 {
     if (!a)
         return;
@@ -371,16 +370,23 @@ static void arena_free(struct coll_shm_arena *a)
     free(a);
 }
 
-void gx_coll_shm_close(struct gx_comm *c)
+void node_shm_close(struct gx_comm *c)
 {
     arena_free(c->shm);
     arena_free(c->node_shm);
     c->shm = NULL;
     c->node_shm = NULL;
-    c->node_engine = NULL;
 }
 
-bool shm_peer_gone(const struct coll_shm_arena *a, int rank)
+uint64_t node_shm_take_rounds(struct node_shm *a, size_t count, size_t per_round,
+                              size_t *rounds_out)
+{
+    size_t rounds = per_round ? (count + per_round - 1) / per_round : 0;
+    *rounds_out = rounds;
+    return __atomic_fetch_add(&a->next_round, rounds, __ATOMIC_RELAXED);
+}
+
+bool node_shm_peer_gone(const struct node_shm *a, int rank)
 {
     pid_t pid = __atomic_load_n(&a->ctl[rank].pid, __ATOMIC_ACQUIRE);
     return gx_process_gone(pid);

@@ -240,7 +240,7 @@ static struct gx_comm *comm_alloc(struct gx_boot *boot, int rank, int size)
 static void comm_free(struct gx_comm *c)
 {
     gx_coll_comm_destroy(c); /* collectives: progress thread off before the transport goes */
-    gx_coll_shm_close(c);
+    node_shm_close(c);
     gx_xport_close(c->xport);
     pthread_mutex_destroy(&c->lock);
     free(c->world_ranks);
@@ -319,7 +319,7 @@ GX_API int gx_comm_init(const struct gx_config *config, struct gx_comm **comm_ou
     if (rc == GX_OK)
         rc = gx_xport_open(c, &c->xport);
     if (rc == GX_OK)
-        rc = gx_coll_shm_open(c);
+        rc = node_shm_open(c);
     if (rc == GX_OK)
         rc = gx_coll_probe(c);
     if (rc != GX_OK) {
@@ -438,7 +438,7 @@ int gx_comm_derive(struct gx_comm *comm, const int *members, int n, int new_rank
     compute_nodes(c);
     int rc = gx_xport_open(c, &c->xport);
     if (rc == GX_OK)
-        rc = gx_coll_shm_open(c);
+        rc = node_shm_open(c);
     if (rc == GX_OK)
         rc = gx_coll_probe(c);
     if (rc != GX_OK) {

@@ -49,9 +49,8 @@ struct gx_comm {
     int nic_port;
     enum gx_topo_path gpu_nic_path; /* this rank's GPU to that NIC (GPUDirect verdict) */
     struct coll_comm *coll;     /* collectives engine, created on first use (coll_engine.c) */
-    struct coll_shm_arena *shm; /* all ranks on one node: the shared arena (coll_shm.h) */
-    struct coll_shm_arena *node_shm; /* across nodes: this node's arena (hier), or NULL */
-    const struct coll_node_engine *node_engine; /* hier's intra-node engine (NULL: ring) */
+    struct node_shm *shm;       /* all ranks on one node: their shared segment (arena/node_shm.h) */
+    struct node_shm *node_shm;  /* across nodes: this node's segment (hier), or NULL */
     struct coll_intra *intra;   /* nccl branch: the node's NCCL communicator (engine/coll_intra.h) */
 
     pthread_mutex_t lock;       /* guards seq and the state flags below */

@@ -6,7 +6,7 @@
  *     device buffers staged through pinned host memory (comm/stage.c);
  *     inside the hierarchical all-reduce its intra-node phases are schedule
  *     steps of an engine chosen per node (algorithms.h struct
- *     coll_node_engine: the node arena, arena/coll_shm_node.c, or the ring
+ *     coll_node_engine: the node arena, algorithms/arena_node.c, or the ring
  *     of messages), so they pipeline with the rails;
  *   - device: one NCCL communicator per node (coll_intra_nccl.c, over
  *     gpudirect/gpu_nccl.h), made on first use with a unique id from the

@@ -15,7 +15,6 @@
 
 #include "collectives/algorithms/algorithms.h"
 #include "collectives/algorithms/coll_tune.h"
-#include "collectives/arena/node_shm.h"
 #include "collectives/comm/comm_internal.h"
 #include "collectives/comm/request.h"
 #include "collectives/engine/coll_pipe.h"
@@ -142,7 +141,7 @@ static int build(struct coll_op *op)
     switch (op->a.kind) {
     case COLL_ALLREDUCE:
         switch (op->algo) {
-        case COLL_ALGO_SHM: return shm_allreduce_build(op);
+        case COLL_ALGO_SHM: return arena_allreduce_build(op);
         case COLL_ALGO_RD: return rd_allreduce_build(op);
         case COLL_ALGO_RHD: return rhd_allreduce_build(op);
         case COLL_ALGO_TREE: return tree_allreduce_build(op);
@@ -152,14 +151,14 @@ static int build(struct coll_op *op)
         }
     case COLL_BROADCAST:
         if (op->algo == COLL_ALGO_SHM)
-            return shm_bcast_build(op);
+            return arena_bcast_build(op);
         return op->algo == COLL_ALGO_RING ? chain_bcast_build(op) : tree_bcast_build(op);
     case COLL_REDUCE:
         return op->algo == COLL_ALGO_RING ? chain_reduce_build(op) : tree_reduce_build(op);
     case COLL_ALLGATHER:
-        return op->algo == COLL_ALGO_SHM ? shm_allgather_build(op) : ring_allgather_build(op);
+        return op->algo == COLL_ALGO_SHM ? arena_allgather_build(op) : ring_allgather_build(op);
     case COLL_REDUCE_SCATTER:
-        return op->algo == COLL_ALGO_SHM ? shm_reduce_scatter_build(op)
+        return op->algo == COLL_ALGO_SHM ? arena_reduce_scatter_build(op)
                                           : ring_reduce_scatter_build(op);
     case COLL_GATHER:
         return linear_gather_build(op);

@@ -133,7 +133,7 @@ static uint32_t step_tag(const struct coll_op *op, const struct coll_step *s)
 static void run_flag_wait(struct coll_op *op, struct coll_step *s)
 {
     /* A one-node communicator's arena, or across nodes this node's. */
-    const struct coll_shm_arena *ar = op->comm->shm ? op->comm->shm : op->comm->node_shm;
+    const struct node_shm *ar = op->comm->shm ? op->comm->shm : op->comm->node_shm;
     bool one = s->msg == 0; /* cs_flag_wait_one: rank s->peer only */
     bool check = (++op->flag_polls & 4095) == 0;
     int first_missing = -1;
@@ -145,10 +145,10 @@ static void run_flag_wait(struct coll_op *op, struct coll_step *s)
             first_missing = j;
         if (!check)
             break; /* the fast path stops at the first missing flag */
-        if (shm_peer_gone(ar, j)) {
+        if (node_shm_peer_gone(ar, j)) {
             char what[160];
             coll_describe_op(op, what, sizeof(what));
-            s->peer = shm_comm_rank(ar, j);
+            s->peer = node_shm_comm_rank(ar, j);
             s->failed = 1;
             s->state = STEP_DONE;
             coll_op_set_error(op, GX_EPEER, "%s failed: rank %d (pid %d) exited while rank %d waited "
@@ -164,7 +164,7 @@ static void run_flag_wait(struct coll_op *op, struct coll_step *s)
     /* Stays waiting; the peer it names is a comm rank (a one-rank wait's
      * index is one already: only a one-node arena has those). */
     if (!one)
-        s->peer = shm_comm_rank(ar, first_missing);
+        s->peer = node_shm_comm_rank(ar, first_missing);
 }
 
 /* GX_FAULT (coll_fault.c): true when the step was consumed by a fault. */

@@ -51,7 +51,7 @@ enum coll_algo {
     COLL_ALGO_RD,     /* recursive doubling */
     COLL_ALGO_LINEAR, /* direct / pairwise exchange */
     COLL_ALGO_DBTREE, /* double binary tree (two trees, half the vector each) */
-    COLL_ALGO_SHM,    /* in the node's shared-memory arena (coll_shm.c) */
+    COLL_ALGO_SHM,    /* in the node's shared-memory arena (algorithms/arena_*.c) */
     COLL_ALGO_HIER,   /* inside nodes, then along rails between them (coll_hier.c) */
     COLL_ALGO_COUNT
 };
@@ -178,7 +178,7 @@ int cs_reduce3(struct coll_op *op, void *out, const void *a, const void *b, size
 int cs_copy(struct coll_op *op, void *dst, const void *src, size_t bytes, int d0, int d1, int d2);
 int cs_avg(struct coll_op *op, void *buf, size_t count, int d0, int d1, int d2);
 int cs_nop(struct coll_op *op, int d0, int d1, int d2);
-/* Shared-memory arena flags (coll_shm.c): set this rank's counter; wait for
+/* Shared-memory arena flags (algorithms/arena_*.c): set this rank's counter; wait for
  * every rank's counter (rank r's at first + r * stride bytes). */
 int cs_flag_set(struct coll_op *op, uint64_t *flag, uint64_t value, int d0, int d1, int d2);
 int cs_flag_wait(struct coll_op *op, const uint64_t *first, size_t stride, uint64_t value, int d0,
