@@ -13,6 +13,7 @@
 #ifndef GX_COLL_ALGORITHMS_H
 #define GX_COLL_ALGORITHMS_H
 
+#include "collectives/algorithms/algo.h"
 #include "collectives/schedule/schedule.h"
 
 /* A subset of the communicator's ranks an algorithm runs over: the whole
@@ -69,17 +70,17 @@ size_t ring_group_scratch(const struct coll_group *g, size_t count, size_t es);
 /* Recursive halving-doubling over a group. */
 int rhd_allreduce_group(struct coll_op *op, const struct coll_group *g, const void *sendbuf,
                         void *recvbuf, size_t count);
-uint32_t rhd_group_msgs(int n);
-size_t rhd_group_scratch(size_t count, size_t es);
+uint32_t rhd_group_msgs(const struct coll_group *g, size_t count, size_t es);
+size_t rhd_group_scratch(const struct coll_group *g, size_t count, size_t es);
 /* Binomial tree (reduce to member 0, broadcast) and double binary tree over
  * a group; their scratch depends on g->n and g->me. */
 int tree_allreduce_group(struct coll_op *op, const struct coll_group *g, const void *sendbuf,
                          void *recvbuf, size_t count);
-uint32_t tree_group_msgs(size_t count, size_t es);
+uint32_t tree_group_msgs(const struct coll_group *g, size_t count, size_t es);
 size_t tree_group_scratch(const struct coll_group *g, size_t count, size_t es);
 int dbtree_allreduce_group(struct coll_op *op, const struct coll_group *g, const void *sendbuf,
                            void *recvbuf, size_t count);
-uint32_t dbtree_group_msgs(size_t count, size_t es);
+uint32_t dbtree_group_msgs(const struct coll_group *g, size_t count, size_t es);
 size_t dbtree_group_scratch(const struct coll_group *g, size_t count, size_t es);
 /* A rail of the hierarchical all-reduce (coll_hier_rail.c): the algorithm
  * op->inner_algo names (ring|rhd|tree|dbtree; anything else: ring), its

@@ -20,10 +20,14 @@
  * the round's input is staged (in place, block r is reduced into itself),
  * so in-place calls need no extra copy.
  */
+#include <math.h>
 #include <stdbool.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "collectives/algorithms/algo.h"
 #include "collectives/algorithms/algorithms.h"
+#include "collectives/algorithms/coll_tune.h"
 #include "collectives/arena/node_shm.h"
 #include "collectives/comm/comm_internal.h"
 
@@ -117,3 +121,99 @@ int arena_allreduce_build(struct coll_op *op)
     }
     return GX_OK;
 }
+
+/* ---- cost and descriptor (algo.h) ------------------------------------------- */
+
+/* The shared-memory arena: a flag handoff between ranks (when there are
+ * more ranks than CPUs, a handoff waits for the scheduler), and
+ * memcpy into and out of the arena (cache-resident slots). Measured with
+ * gx-perf on the development machine, 2 and 4 ranks on 2 CPUs. */
+static const double shm_handoff = 1.5e-6;
+/* With more ranks than CPUs: a small round waits for every rank to be
+ * scheduled in turn; in large rounds the waits overlap others' copying. */
+static const double shm_handoff_oversubscribed_small = 30e-6;
+static const double shm_handoff_oversubscribed_large = 8e-6;
+static const double shm_copy_beta = 1.0 / 8.0e9;
+#define SHM_ROUND_BYTES (256u << 10) /* GX_COLL_SHM_SLOT's default */
+#define SHM_SMALL_ROUND ARENA_SMALL_BYTES
+
+/* Read once (sysconf reads /sys); communicators in several threads may race
+ * to fill it in, with the same value. */
+static long online_cpus(void)
+{
+    static long cached_cpus;
+    long cpus = __atomic_load_n(&cached_cpus, __ATOMIC_RELAXED);
+    if (!cpus) {
+        cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        __atomic_store_n(&cached_cpus, cpus, __ATOMIC_RELAXED);
+    }
+    return cpus;
+}
+
+/* Broadcast, all-gather, reduce-scatter in the arena (arena_moves.c)
+ * for S bytes per block: one handoff per round of `per_slot` blocks, `copies`
+ * block copies and `reductions` block reductions per rank. */
+double arena_moves_time(double S, int n, int per_slot, double copies, double reductions)
+{
+    long cpus = online_cpus();
+    double per_round = (double)SHM_ROUND_BYTES / per_slot;
+    double rounds = S > per_round ? ceil(S / per_round) : 1;
+    double handoff = n > cpus ? (S / rounds <= SHM_SMALL_ROUND ? shm_handoff_oversubscribed_small
+                                                              : shm_handoff_oversubscribed_large)
+                              : shm_handoff;
+    return rounds * handoff + copies * S * shm_copy_beta + reductions * S * coll_gamma_reduce;
+}
+
+static double shm_allreduce_time(double S, int n)
+{
+    long cpus = online_cpus();
+    double rounds = S > SHM_ROUND_BYTES ? ceil(S / SHM_ROUND_BYTES) : 1, piece = S / rounds;
+    bool over = n > cpus;
+    if (piece <= SHM_SMALL_ROUND) /* stage all; every rank reduces everything */
+        return rounds * (over ? shm_handoff_oversubscribed_small : shm_handoff) +
+               S * shm_copy_beta + S * (n - 1) * coll_gamma_reduce;
+    double handoff = over ? shm_handoff_oversubscribed_large : shm_handoff;
+    /* stage (n-1)/n, copy back 1/n, copy out (n-1)/n; reduce one block */
+    return rounds * 2 * handoff + S * shm_copy_beta * (2.0 * n - 1) / n +
+           S * (n - 1) / n * coll_gamma_reduce;
+}
+
+static double arena_cost(const struct coll_model *m)
+{
+    int n = m->n;
+    double S = m->S;
+    if (m->nodes > 1) /* only inside one node */
+        return -1;
+    switch (m->kind) {
+    case COLL_ALLREDUCE:
+        return shm_allreduce_time(S, n);
+    case COLL_BROADCAST:
+        return arena_moves_time(S, n, 1, 2, 0);
+    case COLL_ALLGATHER:
+        return arena_moves_time(S, n, 1, n, 0);
+    case COLL_REDUCE_SCATTER:
+        return arena_moves_time(S, n, n, n - 1, n - 1);
+    default:
+        return -1;
+    }
+}
+
+/* Only where the communicator has a one-node segment (gx_comm.shm). */
+static bool arena_usable(const struct node_shape *sh, bool arena)
+{
+    (void)sh;
+    return arena;
+}
+
+const struct coll_algo_desc coll_algo_shm = {
+    .id = COLL_ALGO_SHM,
+    .name = "shm",
+    .serves = {
+        [COLL_ALLREDUCE] = { arena_allreduce_build, 6 },
+        [COLL_BROADCAST] = { arena_bcast_build, 3 },
+        [COLL_ALLGATHER] = { arena_allgather_build, 2 },
+        [COLL_REDUCE_SCATTER] = { arena_reduce_scatter_build, 2 },
+    },
+    .cost = arena_cost,
+    .usable = arena_usable,
+};

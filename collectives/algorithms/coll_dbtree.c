@@ -35,7 +35,9 @@
  */
 #include <stdlib.h>
 
+#include "collectives/algorithms/algo.h"
 #include "collectives/algorithms/algorithms.h"
+#include "collectives/algorithms/coll_tune.h"
 #include "collectives/algorithms/coll_dbtree.h"
 #include "collectives/comm/comm_internal.h"
 
@@ -164,8 +166,9 @@ static int child_count(const struct dbtree_links *l)
     return (l->child[0] >= 0) + (l->child[1] >= 0);
 }
 
-uint32_t dbtree_group_msgs(size_t count, size_t es)
+uint32_t dbtree_group_msgs(const struct coll_group *g, size_t count, size_t es)
 {
+    (void)g;
     uint32_t m = 0;
     for (int t = 0; t < 2; t++)
         m += 2 * (uint32_t)coll_chunks(block_len(count, 2, t) * es); /* up and down */
@@ -244,3 +247,35 @@ int dbtree_allreduce_group(struct coll_op *op, const struct coll_group *g, const
                 dbtree_chunk(op, &h[t], c);
     return GX_OK;
 }
+
+/* ---- cost and descriptor (algo.h) ------------------------------------------- */
+
+static double dbtree_cost(const struct coll_model *m)
+{
+    int n = m->n;
+    double S = m->S, a = m->a, b = m->b, g = m->g;
+    if (m->kind != COLL_ALLREDUCE)
+        return -1;
+    /* Two trees of depth D, half the vector each in k chunks of c
+     * bytes. Per chunk a rank sends 4 messages (where it has
+     * children: 1 up, 2 down; where it is a leaf: 1), so a stage
+     * (a hop of one tree) costs 2 (a + c b). The first chunk crosses
+     * 2D stages (D up, D down), the others follow one per 2 stages.
+     * As for the ring, reductions overlap the next chunk's transfer
+     * but those of the first chunk (2 per level up). */
+    double D = dbtree_depth(n), k = coll_chunks(m->bytes / 2), c = S / 2 / k;
+    return (2 * D + 2 * (k - 1)) * 2 * (a + c * b) + 2 * D * c * g;
+}
+
+static const struct coll_group_algo dbtree_group = {
+    .allreduce = dbtree_allreduce_group, .msgs = dbtree_group_msgs,
+    .scratch = dbtree_group_scratch,
+};
+
+const struct coll_algo_desc coll_algo_dbtree = {
+    .id = COLL_ALGO_DBTREE,
+    .name = "dbtree",
+    .serves = { [COLL_ALLREDUCE] = { dbtree_allreduce_build, 5 } },
+    .cost = dbtree_cost,
+    .group = &dbtree_group,
+};

@@ -33,7 +33,9 @@
  */
 #include <stdlib.h>
 
+#include "collectives/algorithms/algo.h"
 #include "collectives/algorithms/algorithms.h"
+#include "collectives/algorithms/coll_tune.h"
 #include "collectives/comm/comm_internal.h"
 #include "common/log.h"
 
@@ -256,3 +258,29 @@ out:
     free(h.member);
     return rc;
 }
+
+/* ---- cost and descriptor (algo.h) ------------------------------------------- */
+
+/* Two levels: priced with the node layout (coll_hier_rail.c); never in the
+ * flat model. */
+static double hier_cost(const struct coll_model *m)
+{
+    if (m->kind != COLL_ALLREDUCE || !m->sh)
+        return -1;
+    return coll_tune_predict_hier(m->bytes, m->sh, m->net, NULL);
+}
+
+static bool hier_usable(const struct node_shape *sh, bool arena)
+{
+    (void)arena;
+    return coll_tune_hier_applies(sh);
+}
+
+const struct coll_algo_desc coll_algo_hier = {
+    .id = COLL_ALGO_HIER,
+    .name = "hier",
+    .serves = { [COLL_ALLREDUCE] = { hier_allreduce_build, 7 } },
+    .cost = hier_cost,
+    .two_level = true,
+    .usable = hier_usable,
+};

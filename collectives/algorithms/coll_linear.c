@@ -6,7 +6,9 @@
  * These move the minimum number of bytes; their n-1 message latencies at the
  * root are hidden by posting everything up front.
  */
+#include "collectives/algorithms/algo.h"
 #include "collectives/algorithms/algorithms.h"
+#include "collectives/algorithms/coll_tune.h"
 #include "collectives/comm/comm_internal.h"
 
 int linear_gather_build(struct coll_op *op)
@@ -75,3 +77,30 @@ int linear_alltoall_build(struct coll_op *op)
     }
     return GX_OK;
 }
+
+/* ---- cost and descriptor (algo.h) ------------------------------------------- */
+
+static double linear_cost(const struct coll_model *m)
+{
+    int n = m->n;
+    double S = m->S, a = m->a, b = m->b;
+    switch (m->kind) {
+    case COLL_GATHER:
+    case COLL_SCATTER:
+    case COLL_ALLTOALL:
+        return a + (n - 1) * S * b;
+    default:
+        return -1;
+    }
+}
+
+const struct coll_algo_desc coll_algo_linear = {
+    .id = COLL_ALGO_LINEAR,
+    .name = "linear",
+    .serves = {
+        [COLL_GATHER] = { linear_gather_build, 1 },
+        [COLL_SCATTER] = { linear_scatter_build, 1 },
+        [COLL_ALLTOALL] = { linear_alltoall_build, 1 },
+    },
+    .cost = linear_cost,
+};

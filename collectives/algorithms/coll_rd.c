@@ -11,7 +11,9 @@
  * vector (a combine never writes the buffer it reads), the partner's vector
  * lands in a second scratch vector.
  */
+#include "collectives/algorithms/algo.h"
 #include "collectives/algorithms/algorithms.h"
+#include "collectives/algorithms/coll_tune.h"
 #include "collectives/comm/comm_internal.h"
 
 int rd_allreduce_build(struct coll_op *op)
@@ -77,3 +79,20 @@ int rd_allreduce_build(struct coll_op *op)
         cs_send(op, r - 1, 1000, rb, bytes, fin, -1, -1);
     return GX_OK;
 }
+
+/* ---- cost and descriptor (algo.h) ------------------------------------------- */
+
+static double rd_cost(const struct coll_model *m)
+{
+    double S = m->S, a = m->a, b = m->b, g = m->g, L = m->L, fold = m->fold;
+    if (m->kind != COLL_ALLREDUCE)
+        return -1;
+    return (L + 2 * fold) * (a + S * b) + (L + fold) * S * g;
+}
+
+const struct coll_algo_desc coll_algo_rd = {
+    .id = COLL_ALGO_RD,
+    .name = "rd",
+    .serves = { [COLL_ALLREDUCE] = { rd_allreduce_build, 2 } },
+    .cost = rd_cost,
+};

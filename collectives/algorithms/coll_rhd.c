@@ -14,19 +14,23 @@
  * counts fold first (coll.h). Runs over a group of ranks (algorithms.h) so
  * the hierarchical all-reduce can use it along a rail.
  */
+#include "collectives/algorithms/algo.h"
 #include "collectives/algorithms/algorithms.h"
+#include "collectives/algorithms/coll_tune.h"
 #include "collectives/comm/comm_internal.h"
 
-uint32_t rhd_group_msgs(int n)
+uint32_t rhd_group_msgs(const struct coll_group *g, size_t count, size_t es)
 {
-    int p = coll_pof2(n), l = 0;
+    (void)count, (void)es;
+    int p = coll_pof2(g->n), l = 0;
     while ((1 << l) < p)
         l++;
     return (uint32_t)(2 * l + 2); /* fold, l halving, l doubling, unfold */
 }
 
-size_t rhd_group_scratch(size_t count, size_t es)
+size_t rhd_group_scratch(const struct coll_group *g, size_t count, size_t es)
 {
+    (void)g;
     return count * es + (count / 2 + 1) * es;
 }
 
@@ -52,13 +56,13 @@ int rhd_allreduce_group(struct coll_op *op, const struct coll_group *g, const vo
     }
     int p = coll_pof2(n), rem = n - p;
     int nr = fold_newrank(r, rem);
-    const uint32_t unfold_msg = g->msg_base + rhd_group_msgs(n) - 1;
+    const uint32_t unfold_msg = g->msg_base + rhd_group_msgs(g, count, es) - 1;
     if (nr < 0) {
         int snd = cs_send(op, coll_group_rank(g, r + 1), g->msg_base, sb, bytes, -1, -1, -1);
         cs_recv(op, coll_group_rank(g, r + 1), unfold_msg, rb, bytes, snd, -1, -1);
         return GX_OK;
     }
-    char *scratch = g->scratch ? g->scratch : cs_scratch(op, rhd_group_scratch(count, es));
+    char *scratch = g->scratch ? g->scratch : cs_scratch(op, rhd_group_scratch(g, count, es));
     if (!scratch)
         return GX_OK;
     char *alt = scratch, *tmp = scratch + bytes;
@@ -135,3 +139,27 @@ int rhd_allreduce_group(struct coll_op *op, const struct coll_group *g, const vo
         cs_send(op, coll_group_rank(g, r - 1), unfold_msg, rb, bytes, have, -1, -1);
     return GX_OK;
 }
+
+/* ---- cost and descriptor (algo.h) ------------------------------------------- */
+
+static double rhd_cost(const struct coll_model *m)
+{
+    int p = m->p;
+    double S = m->S, a = m->a, b = m->b, g = m->g, L = m->L, fold = m->fold;
+    if (m->kind != COLL_ALLREDUCE)
+        return -1;
+    return 2 * L * a + 2 * (p - 1) / (double)p * S * b + (p - 1) / (double)p * S * g +
+           fold * (2 * (a + S * b) + S * g);
+}
+
+static const struct coll_group_algo rhd_group = {
+    .allreduce = rhd_allreduce_group, .msgs = rhd_group_msgs, .scratch = rhd_group_scratch,
+};
+
+const struct coll_algo_desc coll_algo_rhd = {
+    .id = COLL_ALGO_RHD,
+    .name = "rhd",
+    .serves = { [COLL_ALLREDUCE] = { rhd_allreduce_build, 3 } },
+    .cost = rhd_cost,
+    .group = &rhd_group,
+};

@@ -19,7 +19,9 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
+#include "collectives/algorithms/algo.h"
 #include "collectives/algorithms/algorithms.h"
+#include "collectives/algorithms/coll_tune.h"
 #include "collectives/comm/comm_internal.h"
 
 static inline int mod(int a, int n)
@@ -328,3 +330,48 @@ int ring_allgather_build(struct coll_op *op)
     free(ag_recv);
     return GX_OK;
 }
+
+/* ---- cost and descriptor (algo.h) ------------------------------------------- */
+
+static double ring_cost(const struct coll_model *m)
+{
+    int n = m->n;
+    double S = m->S, a = m->a, b = m->b, g = m->g;
+    switch (m->kind) {
+    case COLL_ALLREDUCE: {
+        /* 2(n-1) rounds of one block each; chunking overlaps each
+         * round's reduction with the next chunk's transfer, so only
+         * about one round's worth of reduction stays exposed. */
+        double blk = S / n, k = coll_chunks((size_t)blk);
+        return 2 * (n - 1) * (k * a + blk * b) + blk * g * (1 + (n - 2) / k);
+    }
+    case COLL_BROADCAST: /* the chain (coll_bcast.c) */
+        return coll_pipelined(m->l, n - 1, m->bytes, 0);
+    case COLL_REDUCE: /* the chain (coll_tree.c) */
+        return coll_pipelined(m->l, n - 1, m->bytes, 1);
+    case COLL_ALLGATHER:
+        return (n - 1) * (a + S * b);
+    case COLL_REDUCE_SCATTER:
+        return (n - 1) * (a + S * (b + g));
+    default:
+        return -1;
+    }
+}
+
+static const struct coll_group_algo ring_group = {
+    .allreduce = ring_allreduce_group, .msgs = ring_group_msgs, .scratch = ring_group_scratch,
+};
+
+const struct coll_algo_desc coll_algo_ring = {
+    .id = COLL_ALGO_RING,
+    .name = "ring",
+    .serves = {
+        [COLL_ALLREDUCE] = { ring_allreduce_build, 1 },
+        [COLL_BROADCAST] = { chain_bcast_build, 2 },
+        [COLL_REDUCE] = { chain_reduce_build, 2 },
+        [COLL_ALLGATHER] = { ring_allgather_build, 1 },
+        [COLL_REDUCE_SCATTER] = { ring_reduce_scatter_build, 1 },
+    },
+    .cost = ring_cost,
+    .group = &ring_group,
+};

@@ -15,7 +15,9 @@
  */
 #include <stdlib.h>
 
+#include "collectives/algorithms/algo.h"
 #include "collectives/algorithms/algorithms.h"
+#include "collectives/algorithms/coll_tune.h"
 #include "collectives/comm/comm_internal.h"
 
 static int lowbit(int v)
@@ -142,8 +144,9 @@ int tree_reduce_build(struct coll_op *op)
     return GX_OK;
 }
 
-uint32_t tree_group_msgs(size_t count, size_t es)
+uint32_t tree_group_msgs(const struct coll_group *g, size_t count, size_t es)
 {
+    (void)g;
     return 2 * (uint32_t)coll_chunks(count * es); /* a reduce and a broadcast per chunk */
 }
 
@@ -227,3 +230,37 @@ int chain_reduce_build(struct coll_op *op)
     }
     return GX_OK;
 }
+
+/* ---- cost and descriptor (algo.h) ------------------------------------------- */
+
+static double tree_cost(const struct coll_model *m)
+{
+    double S = m->S, b = m->b, g = m->g, lg = m->lg;
+    switch (m->kind) {
+    case COLL_ALLREDUCE:
+        /* reduce then broadcast; a node sends/receives once per child */
+        return 2 * coll_pipelined(m->l, lg, m->bytes, 0.5) + (lg - 1) * S * (b + g);
+    case COLL_BROADCAST:
+        return coll_pipelined(m->l, lg, m->bytes, 0) + (lg - 1) * S * b;
+    case COLL_REDUCE:
+        return coll_pipelined(m->l, lg, m->bytes, 1) + (lg - 1) * S * (b + g);
+    default:
+        return -1;
+    }
+}
+
+static const struct coll_group_algo tree_group = {
+    .allreduce = tree_allreduce_group, .msgs = tree_group_msgs, .scratch = tree_group_scratch,
+};
+
+const struct coll_algo_desc coll_algo_tree = {
+    .id = COLL_ALGO_TREE,
+    .name = "tree",
+    .serves = {
+        [COLL_ALLREDUCE] = { tree_allreduce_build, 4 },
+        [COLL_BROADCAST] = { tree_bcast_build, 1 },
+        [COLL_REDUCE] = { tree_reduce_build, 1 },
+    },
+    .cost = tree_cost,
+    .group = &tree_group,
+};

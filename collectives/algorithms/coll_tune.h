@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "collectives/algorithms/algo.h"
 #include "collectives/schedule/schedule.h"
 
 struct gx_comm;
@@ -65,6 +66,29 @@ struct node_shape {
 /* The rails' candidates (ring, rhd, tree, dbtree), in the order ties go. */
 #define COLL_RAIL_ALGOS 4
 extern const enum coll_algo coll_rail_algos[COLL_RAIL_ALGOS];
+
+/* What a cost function (algo.h, struct coll_algo_desc.cost) reads: the call
+ * and the facts derived from it the same way for every algorithm. */
+struct coll_model {
+    enum coll_kind kind;
+    size_t bytes;                 /* the full vector, or a rank's block (coll_choose) */
+    int n, nodes;                 /* ranks, nodes */
+    const struct node_shape *sh;  /* the node layout; NULL: the flat model (one level) */
+    const struct link_cost *net;  /* the link between nodes */
+    const struct link_cost *l;    /* the link the messages cross: shm on one node, else net */
+    double S, a, b, g;            /* bytes; l's alpha and beta; seconds per byte reduced */
+    int p;                        /* the largest power of two <= n */
+    double L, fold, lg;           /* log2 p; 1 when p != n; log2 n rounded up */
+};
+
+/** A pipelined transfer: `hops` sequential transfers of `bytes` cut into
+ *  chunks (coll_chunks), each chunk also reduced `red` times per hop. */
+double coll_pipelined(const struct link_cost *l, double hops, size_t bytes, double red);
+/** The arena's broadcast, all-gather or reduce-scatter (arena_allreduce.c)
+ *  of S bytes per block on n ranks: one handoff per round of `per_slot`
+ *  blocks, `copies` block copies and `reductions` block reductions per
+ *  rank (hier's intra-node phases are priced the same). */
+double arena_moves_time(double S, int n, int per_slot, double copies, double reductions);
 
 /** Predicted seconds of `algo` for `kind` (flat algorithms; hier: -1) with
  *  `net` the link between nodes; negative when the algorithm does not apply. */

@@ -115,11 +115,13 @@ int gx_coll_tuning_print_net(FILE *f, int nranks, int nnodes, double net_alpha, 
             "one-level ones)\n");
     /* One node: assume the shared-memory arena (GX_COLL_SHM=auto, shm links). */
     bool arena = nnodes == 1 && nranks > 1;
-    fprintf(f, "%10s %11s %11s %11s %11s %11s %11s %11s   %-6s %s\n", "bytes", "ring", "rd",
-            "rhd", "tree", "dbtree", "shm", "hier", "rail", "choice");
-    static const enum coll_algo ar[7] = { COLL_ALGO_RING, COLL_ALGO_RD, COLL_ALGO_RHD,
-                                          COLL_ALGO_TREE, COLL_ALGO_DBTREE, COLL_ALGO_SHM,
-                                          COLL_ALGO_HIER };
+    /* A column per all-reduce algorithm, in candidate order (algo_table.c). */
+    enum coll_algo ar[COLL_ALGO_COUNT];
+    int nar = coll_algo_candidates(COLL_ALLREDUCE, ar);
+    fprintf(f, "%10s", "bytes");
+    for (int i = 0; i < nar; i++)
+        fprintf(f, " %11s", coll_algo_name(ar[i]));
+    fprintf(f, "   %-6s %s\n", "rail", "choice");
     for (size_t b = 4; b <= ((size_t)1 << 30); b *= 4) {
         bool forced_flag;
         enum coll_algo c = coll_tune_choose(COLL_ALLREDUCE, b, nranks, &sh, arena, net,
@@ -129,12 +131,14 @@ int gx_coll_tuning_print_net(FILE *f, int nranks, int nnodes, double net_alpha, 
         char sz[16];
         fmt_size(sz, sizeof(sz), b);
         fprintf(f, "%10s", sz);
-        for (int i = 0; i < 7; i++) {
+        for (int i = 0; i < nar; i++) {
+            const struct coll_algo_desc *d = coll_algo_desc(ar[i]);
             char t[24], cell[32];
             double p = ar[i] == COLL_ALGO_HIER
                            ? th
                            : coll_tune_predict(COLL_ALLREDUCE, ar[i], b, nranks, nnodes, net);
-            if (ar[i] != COLL_ALGO_HIER && p >= 0 && (ar[i] != COLL_ALGO_SHM || arena) &&
+            /* flat: the best one-level algorithm that can run here */
+            if (!d->two_level && p >= 0 && (!d->usable || d->usable(&sh, arena)) &&
                 (flat < 0 || p < flat))
                 flat = p;
             fmt_time(t, sizeof(t), p);

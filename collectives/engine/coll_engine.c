@@ -17,7 +17,7 @@
  * runs the engine only inside gx_test/gx_wait.
  *
  * Owns: struct coll_comm (coll_engine.h), the lifecycle of struct coll_op,
- * the algorithm names and the failure policy (running one
+ * and the failure policy (running one
  * collective's steps, the descriptor check included, is coll_steps.c): a collective that fails for a
  * reason other than its own arguments sets the communicator's async error,
  * tells the other ranks through the bootstrap (so ranks waiting elsewhere
@@ -53,17 +53,6 @@ GX_PARAM_DEFINE(gx_param_progress, "GX_PROGRESS", GX_PARAM_ENUM, "thread", "thre
 #define ROOT_CAUSE_GRACE_MS 200   /* wait this long for a peer's report after a link error */
 #define SKIP_GRACE_MS 50          /* ... and for a notice that a rank skipped the collective */
 
-
-static const char *const algo_names[COLL_ALGO_COUNT] = {
-    [COLL_ALGO_AUTO] = "auto", [COLL_ALGO_RING] = "ring", [COLL_ALGO_TREE] = "tree",
-    [COLL_ALGO_RHD] = "rhd",   [COLL_ALGO_RD] = "rd",     [COLL_ALGO_LINEAR] = "linear",
-    [COLL_ALGO_SHM] = "shm",   [COLL_ALGO_DBTREE] = "dbtree", [COLL_ALGO_HIER] = "hier",
-};
-
-const char *coll_algo_name(enum coll_algo a)
-{
-    return (unsigned)a < COLL_ALGO_COUNT && algo_names[a] ? algo_names[a] : "?";
-}
 
 /* ---- failure ------------------------------------------------------------ */
 /* Take a failure other ranks reported through the bootstrap, if any. */

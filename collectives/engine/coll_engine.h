@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "collectives/algorithms/algo.h"
 #include "collectives/engine/coll.h"
 #include "collectives/engine/coll_flight.h"
 #include "collectives/transport/xport.h"

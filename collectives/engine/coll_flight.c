@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "collectives/algorithms/algo.h"
 #include "collectives/comm/comm_internal.h"
 #include "collectives/engine/coll_flight.h"
 #include "collectives/schedule/schedule.h"

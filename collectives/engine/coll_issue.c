@@ -4,9 +4,10 @@
  * with the algorithm's builder, queue it on the engine and hand back a
  * request whose step/wait/release hooks drive and retire it.
  *
- * Owns: the algorithm dispatch (which builder runs for which kind and
- * algorithm) and the request glue of collectives. The engine's state and
- * failure policy are coll_engine.c's; running steps is coll_steps.c's.
+ * Owns: the request glue of collectives. Which builder runs for which kind
+ * and algorithm is the algorithm table's (algorithms/algo.h); the engine's
+ * state and failure policy are coll_engine.c's; running steps is
+ * coll_steps.c's.
  */
 #include <sched.h>
 #include <stdio.h>
@@ -135,42 +136,6 @@ void coll_note_rejected(struct gx_comm *comm, uint64_t seq, const struct coll_ar
     gx_set_last_error(mine);
 }
 
-/* Build the schedule for op->algo. */
-static int build(struct coll_op *op)
-{
-    switch (op->a.kind) {
-    case COLL_ALLREDUCE:
-        switch (op->algo) {
-        case COLL_ALGO_SHM: return arena_allreduce_build(op);
-        case COLL_ALGO_RD: return rd_allreduce_build(op);
-        case COLL_ALGO_RHD: return rhd_allreduce_build(op);
-        case COLL_ALGO_TREE: return tree_allreduce_build(op);
-        case COLL_ALGO_DBTREE: return dbtree_allreduce_build(op);
-        case COLL_ALGO_HIER: return hier_allreduce_build(op);
-        default: return ring_allreduce_build(op);
-        }
-    case COLL_BROADCAST:
-        if (op->algo == COLL_ALGO_SHM)
-            return arena_bcast_build(op);
-        return op->algo == COLL_ALGO_RING ? chain_bcast_build(op) : tree_bcast_build(op);
-    case COLL_REDUCE:
-        return op->algo == COLL_ALGO_RING ? chain_reduce_build(op) : tree_reduce_build(op);
-    case COLL_ALLGATHER:
-        return op->algo == COLL_ALGO_SHM ? arena_allgather_build(op) : ring_allgather_build(op);
-    case COLL_REDUCE_SCATTER:
-        return op->algo == COLL_ALGO_SHM ? arena_reduce_scatter_build(op)
-                                          : ring_reduce_scatter_build(op);
-    case COLL_GATHER:
-        return linear_gather_build(op);
-    case COLL_SCATTER:
-        return linear_scatter_build(op);
-    case COLL_ALLTOALL:
-        return linear_alltoall_build(op);
-    default:
-        return GX_EINVAL;
-    }
-}
-
 /* Bytes the cost model sees for a call. */
 static size_t model_bytes(const struct coll_args *a)
 {
@@ -232,7 +197,7 @@ int coll_issue(struct gx_comm *comm, uint64_t seq, const struct coll_args *a, co
         op->desc_recv_step = cs_recv(op, (comm->rank + n - 1) % n, UINT32_MAX, &op->desc_in,
                                      sizeof(op->desc_in), -1, -1, -1);
     }
-    int rc = build(op);
+    int rc = coll_algo_build(op);
     if (rc == GX_OK)
         rc = op->build_status;
     if (rc == GX_OK) {

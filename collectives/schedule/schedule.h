@@ -43,21 +43,7 @@ enum coll_kind {
     COLL_KIND_COUNT
 };
 
-enum coll_algo {
-    COLL_ALGO_AUTO = 0,
-    COLL_ALGO_RING,   /* ring / pipelined chain */
-    COLL_ALGO_TREE,   /* binomial tree (pipelined in chunks) */
-    COLL_ALGO_RHD,    /* recursive halving-doubling (Rabenseifner) */
-    COLL_ALGO_RD,     /* recursive doubling */
-    COLL_ALGO_LINEAR, /* direct / pairwise exchange */
-    COLL_ALGO_DBTREE, /* double binary tree (two trees, half the vector each) */
-    COLL_ALGO_SHM,    /* in the node's shared-memory arena (algorithms/arena_*.c) */
-    COLL_ALGO_HIER,   /* inside nodes, then along rails between them (coll_hier.c) */
-    COLL_ALGO_COUNT
-};
-
 const char *coll_kind_name(enum coll_kind k);
-const char *coll_algo_name(enum coll_algo a);
 
 enum coll_step_kind {
     CS_SEND = 1,
@@ -126,8 +112,8 @@ struct coll_op {
     struct gx_request *req;
     struct coll_op *next;   /* engine's issue-order list */
     struct coll_args a;
-    enum coll_algo algo;
-    enum coll_algo inner_algo; /* hier: the rails' algorithm (coll_tune.c) */
+    int algo;               /* enum coll_algo (algorithms/algo.h): whose builder wrote it */
+    int inner_algo;         /* hier: the rails' algorithm (coll_tune.c) */
     uint64_t seq;
     uint64_t deadline;
     uint64_t issued_ns;     /* gx_now_ns() at issue (the stall report) */
