@@ -71,7 +71,12 @@ function(gx_rooms_check root)
   # DDP is a client of the collectives: the public API, the narrow
   # communicator view and the f16 helpers.
   gx_room_rule("${root}" ddp MAY collectives/comm/comm_view.h collectives/reduce/half.h)
-  # The engine runs everything but DDP.
+  # The public entry points and the communicator's set-up and teardown:
+  # everything but DDP.
+  gx_room_rule("${root}" api MAY collectives/engine/ collectives/schedule/
+               collectives/algorithms/ collectives/arena/ collectives/comm/ collectives/reduce/
+               collectives/transport/ collectives/bootstrap/)
+  # The engine runs schedules: everything below the public entry points.
   gx_room_rule("${root}" engine MAY collectives/schedule/ collectives/algorithms/ collectives/arena/
                collectives/comm/ collectives/reduce/ collectives/transport/
                collectives/bootstrap/)

@@ -5,7 +5,7 @@
  * collectives that are polled under gx's deadline (cuStreamQuery and
  * ncclCommGetAsyncError) and aborted with ncclCommAbort when it passes, so a
  * failed or hung NCCL call is a named gx error, never a hang.
- * Used by collectives/engine/coll_intra_nccl.c; no NCCL or CUDA type leaks
+ * Used by collectives/api/coll_intra_nccl.c; no NCCL or CUDA type leaks
  * out of gpudirect/.
  */
 #ifndef GX_GPUDIRECT_GPU_NCCL_H

@@ -5,8 +5,8 @@
  * before the host algorithm runs and the result back when the request
  * completes (stage.c).
  *
- * Room comm/: used by the public collective calls (engine/coll_api.c) and
- * the point-to-point calls (transport/p2p.c); the request runs the copy
+ * Room comm/: used by the public collective calls (api/coll_api.c) and
+ * the point-to-point calls (api/p2p.c); the request runs the copy
  * back (request.c). Must not touch: the engine, the algorithms, the
  * transport: they only ever see host memory.
  */

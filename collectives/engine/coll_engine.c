@@ -45,7 +45,6 @@ GX_PARAM_DEFINE(gx_param_progress, "GX_PROGRESS", GX_PARAM_ENUM, "thread", "thre
                 "(thread), or only gx_test/gx_wait in the calling thread (caller).");
 
 #include "collectives/engine/coll_engine.h"
-#include "collectives/engine/coll_intra.h"
 #include "collectives/engine/coll_skip.h"
 
 #define BOOT_POLL_NS 20000000ull  /* how often to look for failures other ranks reported */
@@ -353,7 +352,6 @@ struct coll_comm *coll_comm_get(struct gx_comm *c)
 
 void gx_coll_comm_destroy(struct gx_comm *c)
 {
-    coll_intra_destroy(c); /* nccl branch: the node's NCCL communicator */
     struct coll_comm *cc = c->coll;
     if (!cc)
         return;

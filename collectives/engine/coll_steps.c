@@ -215,7 +215,7 @@ static void run_step(struct coll_op *op, struct coll_step *s)
     if ((s->kind == CS_SEND || s->kind == CS_RECV) && coll_fault_any() && inject_fault(op, s))
         return;
     bool reduce = s->kind == CS_REDUCE || s->kind == CS_REDUCE3 || s->kind == CS_AVG;
-    if (reduce && reduces_on_dev(op, s)) /* comm/gdr.c never plans this */
+    if (reduce && reduces_on_dev(op, s)) /* api/gdr.c never plans this */
         rc = gx_fail(GX_EUNSUPPORTED, GX_SUB_COLL, "a reduction step on device memory "
                      "(GPUDirect RDMA is planned for data movement only)");
     else switch (s->kind) {

@@ -101,7 +101,7 @@ struct coll_args {
      * receive buffer), read in place. n == 0: reduce on the CPU. */
     struct { int n; char *host[2], *dev[2]; size_t len[2]; bool dev_in[2]; } gpu;
     const char *gdr_lo[2], *gdr_hi[2]; /* device ranges handed to the fabric as they are
-                               (GPUDirect RDMA, comm/gdr.c); NULL: none */
+                               (GPUDirect RDMA, api/gdr.c); NULL: none */
     struct gx_stage *pipe;  /* staged with deferred copies: the engine copies in and
                                back in chunks (coll_pipe.c); NULL: none */
 };

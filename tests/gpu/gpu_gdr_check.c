@@ -182,7 +182,7 @@ static void mode_move(struct gx_comm *c, int n, const char *want)
     }
     unsigned long long moved = exports() - before;
     flushed = flushes() - flushed;
-    /* all-reduce: reductions stage (comm/gdr.c), the result is still right */
+    /* all-reduce: reductions stage (api/gdr.c), the result is still right */
     size_t cnt = 70001;
     int32_t *h = malloc(sizeof(int32_t) * cnt);
     fill(h, cnt, me, 0);

@@ -13,10 +13,10 @@
 #include <stdlib.h>
 
 #include "collectives/engine/coll.h"
-#include "collectives/engine/coll_intra.h"
+#include "collectives/api/coll_intra.h"
 #include "collectives/comm/comm_internal.h"
 #include "collectives/comm/request.h"
-#include "collectives/comm/gdr.h"
+#include "collectives/api/gdr.h"
 #include "collectives/comm/stage.h"
 #include "collectives/engine/coll_gpu.h"
 #include "collectives/engine/coll_pipe.h"
@@ -129,7 +129,7 @@ static int check_args(struct gx_comm *comm, struct coll_args *a, const char *fn,
     return GX_OK;
 }
 
-/* Kinds whose schedules only move data: no step reduces (comm/gdr.c). */
+/* Kinds whose schedules only move data: no step reduces (api/gdr.c). */
 static bool coll_moves_only(enum coll_kind k)
 {
     return k == COLL_BROADCAST || k == COLL_ALLGATHER || k == COLL_GATHER ||

@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "collectives/comm/comm_internal.h"
-#include "collectives/engine/coll_intra.h"
+#include "collectives/api/coll_intra.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "gpudirect/gpu_nccl.h"

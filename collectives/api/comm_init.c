@@ -9,6 +9,7 @@
 
 #include "collectives/bootstrap/boot_coll.h"
 #include "collectives/comm/comm_env.h"
+#include "collectives/api/coll_intra.h"
 #include "collectives/arena/node_shm.h"
 #include "collectives/comm/comm_internal.h"
 #include "collectives/transport/xport.h"
@@ -239,6 +240,7 @@ static struct gx_comm *comm_alloc(struct gx_boot *boot, int rank, int size)
 
 static void comm_free(struct gx_comm *c)
 {
+    coll_intra_destroy(c);   /* nccl branch: the node's NCCL communicator */
     gx_coll_comm_destroy(c); /* collectives: progress thread off before the transport goes */
     node_shm_close(c);
     gx_xport_close(c->xport);

@@ -4,8 +4,9 @@
  * are (no staging), and where they lie, so the engine knows which of its
  * steps touch device memory.
  *
- * Room comm/: called by the public collective calls (engine/coll_api.c)
- * and the point-to-point calls (transport/p2p.c) before staging. A local decision: every rank runs the same schedule, so
+ * Room api/: called by the public collective calls (coll_api.c) and the
+ * point-to-point calls (p2p.c) before staging. A local decision: every
+ * rank runs the same schedule, so
  * ranks may differ (one GDR, one staged, one host).
  */
 #ifndef GX_GDR_PLAN_H

@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "collectives/comm/comm_internal.h"
-#include "collectives/comm/gdr.h"
+#include "collectives/api/gdr.h"
 #include "collectives/transport/xport.h"
 #include "common/log.h"
 #include "common/param.h"

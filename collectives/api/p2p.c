@@ -3,7 +3,7 @@
 #include <stdint.h>
 
 #include "collectives/comm/request.h"
-#include "collectives/comm/gdr.h"
+#include "collectives/api/gdr.h"
 #include "collectives/comm/stage.h"
 #include "common/log.h"
 
@@ -59,7 +59,7 @@ static int p2p_start(struct gx_comm *comm, void *buf, size_t count, enum gx_data
      * only what arrived. */
     const void *sbuf = send ? buf : NULL;
     void *rbuf = send ? NULL : buf;
-    /* or, GPUDirect RDMA (comm/gdr.c): the device buffer to the fabric as is */
+    /* or, GPUDirect RDMA (api/gdr.c): the device buffer to the fabric as is */
     struct gx_gdr_plan gp;
     rc = gx_gdr_plan(comm, fn, true, sbuf, send ? bytes : 0, rbuf, send ? 0 : bytes, &gp);
     bool dev = rc == GX_OK && gp.lo[0] != NULL;
