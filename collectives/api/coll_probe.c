@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "collectives/engine/coll.h"
+#include "collectives/api/api.h"
 #include "collectives/comm/comm_internal.h"
 #include "common/clock.h"
 #include "common/log.h"

@@ -1,17 +1,22 @@
 /*
- * comm.c - communicator lifecycle: init, split, finalize, destroy, abort,
- * the async error and the queries. Owns struct gx_comm (comm_internal.h).
+ * comm_init.c - a communicator's life: init, split and derive (the
+ * placement, then the transport, the arena and the link probe, in that
+ * order), finalize, destroy (the engine, the arena, the transport, in that
+ * order), abort, and the provider query. The communicator object itself is
+ * comm/comm_core.c's (comm_internal.h).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "collectives/bootstrap/boot_coll.h"
-#include "collectives/comm/comm_env.h"
+#include "collectives/api/api.h"
 #include "collectives/api/coll_intra.h"
 #include "collectives/arena/node_shm.h"
+#include "collectives/bootstrap/boot_coll.h"
+#include "collectives/comm/comm_env.h"
 #include "collectives/comm/comm_internal.h"
+#include "collectives/engine/coll.h"
 #include "collectives/transport/xport.h"
 #include "common/clock.h"
 #include "common/log.h"
@@ -23,100 +28,6 @@
 
 /* How long a rank whose init failed because of a peer listens for the root cause. */
 #define INIT_SETTLE_MS 100
-
-#define WORLD_COMM_ID 1
-
-/* ---- helpers for the other collectives files -------------------------- */
-
-uint64_t gx_comm_next_seq(struct gx_comm *c)
-{
-    pthread_mutex_lock(&c->lock);
-    uint64_t s = ++c->seq;
-    pthread_mutex_unlock(&c->lock);
-    return s;
-}
-
-uint64_t gx_comm_op_deadline(const struct gx_comm *c)
-{
-    uint64_t init = atomic_load(&((struct gx_comm *)c)->init_deadline);
-    return init ? init : gx_deadline_after_ms(c->op_timeout_ms);
-}
-
-int gx_comm_set_async_error(struct gx_comm *c, int status, const char *msg)
-{
-    pthread_mutex_lock(&c->lock);
-    if (atomic_load(&c->async_status) == GX_OK) {
-        snprintf(c->async_msg, sizeof(c->async_msg), "%s", msg);
-        atomic_store(&c->async_status, status);
-    }
-    pthread_mutex_unlock(&c->lock);
-    return status;
-}
-
-int gx_comm_note_failure(struct gx_comm *c, int status)
-{
-    /* Caller errors and mismatches are this call's problem; the others break
-     * the communicator for good. */
-    if (status != GX_OK && !GX_IS_CALLER_ERROR(status))
-        gx_comm_set_async_error(c, status, gx_last_error());
-    return status;
-}
-
-int gx_comm_check_usable(struct gx_comm *c, const char *op)
-{
-    if (atomic_load(&c->aborted))
-        return gx_fail(GX_EABORTED, GX_SUB_COLL, "%s on communicator '%s': it was aborted", op,
-                       c->name);
-    if (c->finalized)
-        return gx_fail(GX_ESTATE, GX_SUB_COLL, "%s on communicator '%s': it was finalized", op,
-                       c->name);
-    int status = atomic_load(&c->async_status);
-    if (status != GX_OK)
-        return gx_fail(status, GX_SUB_COLL, "%s on communicator '%s' after an earlier failure: "
-                       "%s", op, c->name, c->async_msg);
-    return GX_OK;
-}
-
-int gx_comm_op_timeout_ms(const struct gx_comm *c)
-{
-    return c->op_timeout_ms;
-}
-
-int gx_comm_boot_allgather(struct gx_comm *c, const void *mine, void *all, size_t each)
-{
-    struct boot_group g = gx_comm_group(c);
-    int rc = boot_allgather(&g, gx_comm_next_seq(c), BOOT_OP_USER, mine, all, each,
-                            gx_comm_op_deadline(c));
-    return gx_comm_note_failure(c, rc);
-}
-
-int gx_comm_known_death(struct gx_comm *c, bool node_only, const char *during)
-{
-    char msg[512];
-    gx_boot_progress(c->boot, 0);
-    int st = gx_boot_failure(c->boot, msg, sizeof(msg));
-    if (st != GX_OK)
-        return gx_fail(st, GX_SUB_COLL, "%s", msg);
-    const struct boot_rank_record *me = gx_boot_record(c->boot, c->world_ranks[c->rank]);
-    for (int r = 0; r < c->size; r++) {
-        const struct boot_rank_record *rec = gx_boot_record(c->boot, c->world_ranks[r]);
-        if (r == c->rank || (node_only && c->rank_node[r] != c->node_index) ||
-            strcmp(rec->host, me->host) != 0 || !gx_process_gone(rec->pid))
-            continue;
-        char who[160];
-        snprintf(msg, sizeof(msg), "comm '%s': comm rank %d, %s is gone (its process exited) %s",
-                 c->name, r, gx_boot_describe(c->boot, c->world_ranks[r], who, sizeof(who)),
-                 during);
-        gx_boot_fail(c->boot, GX_EPEER, c->world_ranks[r], msg);
-        return gx_fail(GX_EPEER, GX_SUB_COLL, "%s", msg);
-    }
-    return GX_OK;
-}
-
-bool gx_comm_same_node(const struct gx_comm *c, int a, int b)
-{
-    return c->rank_node[a] == c->rank_node[b];
-}
 
 /* ---- construction ------------------------------------------------------ */
 
@@ -178,75 +89,13 @@ static int place_rank(struct gx_comm *c)
     return GX_OK;
 }
 
-/* Node layout of a communicator from the members' node ids: every rank's
- * node and index inside it, every node's first rank and size (nodes are
- * numbered in order of their first rank). */
-static void compute_nodes(struct gx_comm *c)
-{
-    c->node_count = 0;
-    for (int r = 0; r < c->size; r++) {
-        const char *id = gx_boot_record(c->boot, c->world_ranks[r])->node_id;
-        int node = -1;
-        for (int n = 0; n < c->node_count && node < 0; n++) {
-            const char *first = gx_boot_record(c->boot, c->world_ranks[c->node_first[n]])->node_id;
-            if (strcmp(id, first) == 0)
-                node = n;
-        }
-        if (node < 0) {
-            node = c->node_count++;
-            c->node_first[node] = r;
-            c->node_size[node] = 0;
-        }
-        c->rank_node[r] = node;
-        c->rank_local[r] = c->node_size[node]++;
-    }
-    c->node_index = c->rank_node[c->rank];
-    c->local_rank = c->rank_local[c->rank];
-    c->local_size = c->node_size[c->node_index];
-    /* Ranks of this communicator on this machine: more than local_size when
-     * "nodes" share a host (GX_NODE_ID, network namespaces). */
-    const char *host = gx_boot_record(c->boot, c->world_ranks[c->rank])->host;
-    c->host_size = 0;
-    for (int r = 0; r < c->size; r++)
-        c->host_size += strcmp(gx_boot_record(c->boot, c->world_ranks[r])->host, host) == 0;
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    c->oversubscribed = cpus > 0 && c->host_size > cpus;
-}
-
-static struct gx_comm *comm_alloc(struct gx_boot *boot, int rank, int size)
-{
-    struct gx_comm *c = calloc(1, sizeof(*c));
-    if (!c)
-        return NULL;
-    /* One block: world_ranks, then the node layout (compute_nodes). */
-    c->world_ranks = malloc(5 * (size_t)size * sizeof(int));
-    if (!c->world_ranks) {
-        free(c);
-        return NULL;
-    }
-    pthread_mutex_init(&c->lock, NULL);
-    atomic_init(&c->async_status, GX_OK);
-    atomic_init(&c->aborted, false);
-    atomic_init(&c->shrunk, false);
-    c->rank_node = c->world_ranks + size;
-    c->rank_local = c->rank_node + size;
-    c->node_first = c->rank_local + size;
-    c->node_size = c->node_first + size;
-    c->boot = boot;
-    c->rank = rank;
-    c->size = size;
-    return c;
-}
-
 static void comm_free(struct gx_comm *c)
 {
     coll_intra_destroy(c);   /* nccl branch: the node's NCCL communicator */
     gx_coll_comm_destroy(c); /* collectives: progress thread off before the transport goes */
     node_shm_close(c);
     gx_xport_close(c->xport);
-    pthread_mutex_destroy(&c->lock);
-    free(c->world_ranks);
-    free(c);
+    gx_comm_free(c);
 }
 
 /* Init failed because of a peer: a rank that failed first may have told us
@@ -304,7 +153,7 @@ GX_API int gx_comm_init(const struct gx_config *config, struct gx_comm **comm_ou
     rc = gx_boot_create(&setup.boot, &boot);
     if (rc != GX_OK)
         return rc;
-    struct gx_comm *c = comm_alloc(boot, setup.boot.rank, setup.boot.world_size);
+    struct gx_comm *c = gx_comm_alloc(boot, setup.boot.rank, setup.boot.world_size);
     if (!c) {
         gx_boot_release(boot);
         return gx_fail(GX_ENOMEM, GX_SUB_INIT, "gx_comm_init: out of memory");
@@ -316,7 +165,7 @@ GX_API int gx_comm_init(const struct gx_config *config, struct gx_comm **comm_ou
     atomic_store(&c->init_deadline, init_deadline);
     snprintf(c->name, sizeof(c->name), "%s", setup.name);
     snprintf(c->job_key, sizeof(c->job_key), "%s", setup.job_key);
-    compute_nodes(c);
+    gx_comm_layout(c);
     rc = place_rank(c);
     if (rc == GX_OK)
         rc = gx_xport_open(c, &c->xport);
@@ -351,18 +200,6 @@ struct split_entry {
     int32_t color;
     int32_t key;
 };
-
-uint64_t gx_comm_child_id(uint64_t parent, uint64_t seq, int color)
-{
-    uint8_t msg[20], digest[GX_SHA256_LEN];
-    memcpy(msg, &parent, 8);
-    memcpy(msg + 8, &seq, 8);
-    memcpy(msg + 16, &color, 4);
-    gx_sha256(msg, sizeof(msg), digest);
-    uint64_t id;
-    memcpy(&id, digest, sizeof(id));
-    return id | 2; /* never WORLD_COMM_ID, never 0 */
-}
 
 GX_API int gx_comm_split(struct gx_comm *comm, int color, int key, struct gx_comm **out)
 {
@@ -424,7 +261,7 @@ GX_API int gx_comm_split(struct gx_comm *comm, int color, int key, struct gx_com
 int gx_comm_derive(struct gx_comm *comm, const int *members, int n, int new_rank,
                    uint64_t comm_id, const char *suffix, struct gx_comm **out)
 {
-    struct gx_comm *c = comm_alloc(comm->boot, new_rank, n);
+    struct gx_comm *c = gx_comm_alloc(comm->boot, new_rank, n);
     if (!c)
         return gx_fail(GX_ENOMEM, GX_SUB_INIT, "communicator of %d ranks: out of memory", n);
     for (int i = 0; i < n; i++)
@@ -437,7 +274,7 @@ int gx_comm_derive(struct gx_comm *comm, const int *members, int n, int new_rank
     snprintf(c->nic_name, sizeof(c->nic_name), "%s", comm->nic_name);
     c->nic_port = comm->nic_port;
     c->gpu_nic_path = comm->gpu_nic_path;
-    compute_nodes(c);
+    gx_comm_layout(c);
     int rc = gx_xport_open(c, &c->xport);
     if (rc == GX_OK)
         rc = node_shm_open(c);
@@ -498,37 +335,6 @@ GX_API void gx_comm_abort(struct gx_comm *comm)
     if (comm->xport)
         gx_xport_abort(comm->xport);
 }
-
-GX_API int gx_comm_get_async_error(const struct gx_comm *comm, char *msg, size_t msg_len)
-{
-    if (!comm)
-        return GX_EINVAL;
-    struct gx_comm *c = (struct gx_comm *)comm;
-    if (atomic_load(&c->async_status) == GX_OK && !atomic_load(&c->aborted)) {
-        /* Pick up failures other ranks reported meanwhile. */
-        gx_boot_progress(c->boot, 0);
-        char bmsg[512];
-        int bs = gx_boot_failure(c->boot, bmsg, sizeof(bmsg));
-        if (bs != GX_OK)
-            gx_comm_set_async_error(c, bs, bmsg);
-    }
-    int status = atomic_load(&c->async_status);
-    if (msg && msg_len) {
-        pthread_mutex_lock(&c->lock);
-        snprintf(msg, msg_len, "%s", status == GX_OK ? "" : c->async_msg);
-        pthread_mutex_unlock(&c->lock);
-    }
-    return status;
-}
-
-/* ---- queries ------------------------------------------------------------ */
-
-GX_API int gx_comm_rank(const struct gx_comm *comm) { return comm ? comm->rank : -1; }
-GX_API int gx_comm_size(const struct gx_comm *comm) { return comm ? comm->size : -1; }
-GX_API int gx_comm_local_rank(const struct gx_comm *comm) { return comm ? comm->local_rank : -1; }
-GX_API int gx_comm_local_size(const struct gx_comm *comm) { return comm ? comm->local_size : -1; }
-GX_API int gx_comm_node_count(const struct gx_comm *comm) { return comm ? comm->node_count : -1; }
-GX_API int gx_comm_node_index(const struct gx_comm *comm) { return comm ? comm->node_index : -1; }
 
 GX_API const char *gx_comm_peer_provider(const struct gx_comm *comm, int peer)
 {

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collectives/api/api.h"
 #include "collectives/comm/comm_internal.h"
 #include "collectives/transport/xport.h"
 #include "common/clock.h"

@@ -1,11 +1,25 @@
-/* p2p.c - the public point-to-point API over the communicator's transport. */
+/* p2p.c - the public point-to-point API over the communicator's transport:
+ * a request whose state is one transport message. */
 #include <limits.h>
 #include <stdint.h>
 
 #include "collectives/comm/request.h"
 #include "collectives/api/gdr.h"
 #include "collectives/comm/stage.h"
+#include "collectives/transport/xport.h"
 #include "common/log.h"
+
+/* A send or receive: the request, then its message. */
+struct p2p_request {
+    struct gx_request req; /* first: gx_request_free frees the whole */
+    struct xp_op op;
+    size_t elem_size;
+};
+
+static struct p2p_request *p2p_of(const struct gx_request *req)
+{
+    return (struct p2p_request *)req;
+}
 
 static int check_p2p(struct gx_comm *comm, const void *buf, size_t count,
                      enum gx_datatype dtype, int peer, int tag, const char *fn, size_t *bytes)
@@ -32,7 +46,7 @@ static int check_p2p(struct gx_comm *comm, const void *buf, size_t count,
 
 static int p2p_step(struct gx_request *req)
 {
-    struct xp_op *op = &req->u.p2p.op;
+    struct xp_op *op = &p2p_of(req)->op;
     int rc = gx_xport_progress(req->comm->xport);
     if (rc != GX_OK)
         return rc;
@@ -51,10 +65,12 @@ static int p2p_start(struct gx_comm *comm, void *buf, size_t count, enum gx_data
     int rc = check_p2p(comm, buf, count, dtype, peer, tag, fn, &bytes);
     if (rc != GX_OK)
         return rc;
-    struct gx_request *req = gx_request_new(comm, send ? "send" : "receive", p2p_step);
-    if (!req)
+    struct p2p_request *p = (struct p2p_request *)gx_request_alloc(
+        comm, send ? "send" : "receive", p2p_step, sizeof(struct p2p_request));
+    if (!p)
         return gx_fail(GX_ENOMEM, GX_SUB_COLL, "%s: out of memory", fn);
-    req->u.p2p.elem_size = gx_datatype_size(dtype);
+    struct gx_request *req = &p->req;
+    p->elem_size = gx_datatype_size(dtype);
     /* Device buffers: a pinned stand-in (stage.h); a receive copies back
      * only what arrived. */
     const void *sbuf = send ? buf : NULL;
@@ -71,12 +87,10 @@ static int p2p_start(struct gx_comm *comm, void *buf, size_t count, enum gx_data
         return rc;
     }
     if (req->stage)
-        gx_stage_limit_recv(req->stage, &req->u.p2p.op.received);
+        gx_stage_limit_recv(req->stage, &p->op.received);
     buf = send ? (void *)sbuf : rbuf;
-    rc = send ? gx_xport_send_mem(comm->xport, &req->u.p2p.op, peer, (uint32_t)tag, buf,
-                                  bytes, dev)
-              : gx_xport_recv_mem(comm->xport, &req->u.p2p.op, peer, (uint32_t)tag, buf,
-                                  bytes, dev);
+    rc = send ? gx_xport_send_mem(comm->xport, &p->op, peer, (uint32_t)tag, buf, bytes, dev)
+              : gx_xport_recv_mem(comm->xport, &p->op, peer, (uint32_t)tag, buf, bytes, dev);
     if (rc != GX_OK) {
         gx_request_discard(req);
         return gx_comm_note_failure(comm, rc);
@@ -107,7 +121,7 @@ static int complete(struct gx_request *req, size_t *count_out)
 {
     int rc = gx_wait(req, -1);
     if (rc == GX_OK && count_out)
-        *count_out = req->u.p2p.op.received / req->u.p2p.elem_size;
+        *count_out = p2p_of(req)->op.received / p2p_of(req)->elem_size;
     if (rc == GX_ETIMEOUT) {
         /* The operation still references the caller's buffer: stop the
          * communicator rather than leave a hidden write behind. */
@@ -142,8 +156,8 @@ GX_API int gx_request_count(const struct gx_request *req, size_t *count_out)
                        req ? "count_out" : "req");
     if (!req->done)
         return gx_fail(GX_ESTATE, GX_SUB_COLL, "gx_request_count: the request has not completed");
-    if (req->step != p2p_step || req->u.p2p.op.kind != XP_OP_RECV)
+    if (req->step != p2p_step || p2p_of(req)->op.kind != XP_OP_RECV)
         return gx_fail(GX_EINVAL, GX_SUB_COLL, "gx_request_count: not a receive request");
-    *count_out = req->u.p2p.op.received / req->u.p2p.elem_size;
+    *count_out = p2p_of(req)->op.received / p2p_of(req)->elem_size;
     return GX_OK;
 }

@@ -1,12 +1,14 @@
 /*
- * comm_internal.h - struct gx_comm and the helpers the collectives, the
- * point-to-point layer and the DDP scheduler use. Not installed.
+ * comm_internal.h - struct gx_comm and the helpers every room above uses
+ * (transport, arena, algorithms, engine, api). Not installed.
  *
- * Room comm/ (comm.c, comm_env.c, request.c): owns the communicator (its
- * node layout, placement, lifecycle, async error) and the request objects
- * both collectives and point-to-point calls return. It builds the transport
- * and the arena at init/split; it must not reach into the engine, the
- * algorithms or DDP (their hooks are declared here and implemented there).
+ * Room comm/ (comm_core.c, comm_env.c, request.c, stage.c): owns the
+ * communicator as a data object (its node layout, async error, deadlines,
+ * sequence numbers), its settings (comm_env.c), the request objects both
+ * collectives and point-to-point calls return, and device-buffer staging.
+ * Inside collectives/ it uses only the bootstrap: the transport, the arena
+ * and the engine are built, run and closed from above (api/comm_init.c),
+ * and only their handles live here.
  */
 #ifndef GX_COMM_INTERNAL_H
 #define GX_COMM_INTERNAL_H
@@ -20,6 +22,9 @@
 #include "collectives/bootstrap/boot_coll.h"
 #include "collectives/comm/comm_view.h"
 #include "gx/gx.h"
+
+/* The world communicator's id (a child's never is: gx_comm_child_id). */
+#define WORLD_COMM_ID 1
 
 struct gx_comm {
     struct gx_boot *boot;       /* shared by every communicator of the job */
@@ -48,7 +53,7 @@ struct gx_comm {
     char nic_name[64];          /* topology's NIC for this rank ("" = none) */
     int nic_port;
     enum gx_topo_path gpu_nic_path; /* this rank's GPU to that NIC (GPUDirect verdict) */
-    struct coll_comm *coll;     /* collectives engine, created on first use (coll_engine.c) */
+    struct coll_comm *coll;     /* the engine, made on first use (engine/coll_engine.c) */
     struct node_shm *shm;       /* all ranks on one node: their shared segment (arena/node_shm.h) */
     struct node_shm *node_shm;  /* across nodes: this node's segment (hier), or NULL */
     struct coll_intra *intra;   /* nccl branch: the node's NCCL communicator (api/coll_intra.h) */
@@ -62,6 +67,17 @@ struct gx_comm {
     atomic_int async_status;    /* first failure; GX_OK while healthy */
     char async_msg[512];        /* written once, before async_status is set */
 };
+
+/** A communicator of `size` ranks over `boot` (this one is `rank`), its
+ *  arrays allocated and nothing else set up; NULL: out of memory. The
+ *  caller fills world_ranks and calls gx_comm_layout. */
+struct gx_comm *gx_comm_alloc(struct gx_boot *boot, int rank, int size);
+/** The node layout from the members' bootstrap records: every rank's node
+ *  and index inside it, every node's first rank and size (nodes numbered in
+ *  order of their first rank), the ranks on this host. */
+void gx_comm_layout(struct gx_comm *c);
+/** Free what gx_comm_alloc made (the rooms' handles are closed by then). */
+void gx_comm_free(struct gx_comm *c);
 
 /** The group view of a communicator for boot_coll.h operations. */
 static inline struct boot_group gx_comm_group(const struct gx_comm *c)
@@ -89,26 +105,6 @@ int gx_comm_known_death(struct gx_comm *c, bool node_only, const char *during);
 /** True when comm ranks `a` and `b` run on the same node. */
 bool gx_comm_same_node(const struct gx_comm *c, int a, int b);
 
-/** Collectives engine hook (coll_engine.c): stop the progress thread and
- *  detach in-flight collectives; called by comm.c before the transport closes. */
-void gx_coll_comm_destroy(struct gx_comm *c);
-/** Collectives engine hook (coll_skip.c): tell the peers this rank finalizes
- *  after its last collective, so a peer still in a later one fails at once. */
-void gx_coll_comm_finalizing(struct gx_comm *c);
-/** Collectives engine hook (coll_skip.c): gx_barrier takes the next number in
- *  the sequence of collectives and tells the peers, so a peer in another
- *  collective with that number fails at once with GX_EMISMATCH. */
-uint64_t gx_coll_barrier_enter(struct gx_comm *c, int *status);
-
-/** Probe the network link between nodes for the cost model (coll_probe.c);
- *  collective: every rank of the communicator calls it at set-up. */
-int gx_coll_probe(struct gx_comm *c);
-
-/** A communicator of `n` of `comm`'s ranks (`members`, ascending by new
- *  rank; this rank is members[new_rank]) with its own transport and arena;
- *  collective over the members (split, shrink). Does not note failures. */
-int gx_comm_derive(struct gx_comm *comm, const int *members, int n, int new_rank,
-                   uint64_t comm_id, const char *suffix, struct gx_comm **out);
 /** A child communicator's id: the same on every member, distinct per call. */
 uint64_t gx_comm_child_id(uint64_t parent, uint64_t seq, int color);
 

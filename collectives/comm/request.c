@@ -1,5 +1,7 @@
-/* request.c - request lifecycle (gx_test, gx_wait, gx_request_free) and the
- * barrier, which runs over the bootstrap network. */
+/* request.c - request lifecycle (gx_test, gx_wait, gx_request_free): the
+ * object every non-blocking operation returns, stepped through the step
+ * function its maker gave (the engine's, the point-to-point calls', the
+ * barrier's; api/). */
 #include "collectives/comm/request.h"
 #include "collectives/comm/comm_internal.h"
 #include "collectives/comm/stage.h"
@@ -14,7 +16,13 @@
 struct gx_request *gx_request_new(struct gx_comm *comm, const char *op_name,
                                   int (*step)(struct gx_request *))
 {
-    struct gx_request *req = calloc(1, sizeof(*req));
+    return gx_request_alloc(comm, op_name, step, sizeof(struct gx_request));
+}
+
+struct gx_request *gx_request_alloc(struct gx_comm *comm, const char *op_name,
+                                    int (*step)(struct gx_request *), size_t size)
+{
+    struct gx_request *req = calloc(1, size);
     if (!req)
         return NULL;
     req->comm = comm;
@@ -24,7 +32,7 @@ struct gx_request *gx_request_new(struct gx_comm *comm, const char *op_name,
     return req;
 }
 
-static void request_step(struct gx_request *req)
+void gx_request_step(struct gx_request *req)
 {
     if (req->done)
         return;
@@ -49,7 +57,7 @@ GX_API int gx_test(struct gx_request *req, int *done)
         return gx_fail(GX_EINVAL, GX_SUB_COLL, "gx_test: req is NULL");
     if (!done)
         return gx_fail(GX_EINVAL, GX_SUB_COLL, "gx_test: done is NULL");
-    request_step(req);
+    gx_request_step(req);
     *done = req->done;
     return req->done ? req->status : GX_OK;
 }
@@ -68,7 +76,7 @@ GX_API int gx_wait(struct gx_request *req, int timeout_ms)
      * for this CPU: spinning only delays it, so yield almost at once. */
     const unsigned spin = req->comm && req->comm->oversubscribed ? 4 : 200;
     for (unsigned spins = 0;; spins++) {
-        request_step(req);
+        gx_request_step(req);
         if (req->done)
             break;
         if ((spins & 63) != 0 && spins < spin)
@@ -113,48 +121,4 @@ void gx_request_discard(struct gx_request *req)
     req->done = true;
     req->status = GX_EABORTED;
     gx_request_free(req);
-}
-
-/* ---- barrier ------------------------------------------------------------ */
-
-static int barrier_step(struct gx_request *req)
-{
-    struct boot_group g = gx_comm_group(req->comm);
-    return boot_barrier_step(&g, req->seq, &req->u.barrier, req->deadline);
-}
-
-GX_API int gx_ibarrier(struct gx_comm *comm, struct gx_request **req_out)
-{
-    gx_clear_last_error();
-    if (!comm)
-        return gx_fail(GX_EINVAL, GX_SUB_COLL, "gx_ibarrier: comm is NULL");
-    if (!req_out)
-        return gx_fail(GX_EINVAL, GX_SUB_COLL, "gx_ibarrier: req is NULL");
-    int rc = gx_comm_check_usable(comm, "gx_ibarrier");
-    if (rc != GX_OK)
-        return rc;
-    struct gx_request *req = gx_request_new(comm, "barrier", barrier_step);
-    if (!req)
-        return gx_fail(GX_ENOMEM, GX_SUB_COLL, "gx_ibarrier: out of memory");
-    req->seq = gx_comm_next_seq(comm);
-    boot_barrier_start(&req->u.barrier);
-    request_step(req);
-    *req_out = req;
-    return GX_OK;
-}
-
-GX_API int gx_barrier(struct gx_comm *comm)
-{
-    gx_clear_last_error();
-    if (!comm)
-        return gx_fail(GX_EINVAL, GX_SUB_COLL, "gx_barrier: comm is NULL");
-    int rc = gx_comm_check_usable(comm, "gx_barrier");
-    if (rc != GX_OK)
-        return rc;
-    (void)gx_coll_barrier_enter(comm, &rc);
-    if (rc != GX_OK)
-        return rc;
-    struct boot_group g = gx_comm_group(comm);
-    rc = boot_barrier(&g, gx_comm_next_seq(comm), BOOT_OP_BARRIER, gx_comm_op_deadline(comm));
-    return gx_comm_note_failure(comm, rc);
 }

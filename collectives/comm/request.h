@@ -1,7 +1,10 @@
 /*
  * request.h - struct gx_request: a non-blocking operation stepped by
  * gx_test()/gx_wait(). An operation supplies a step function that returns
- * GX_OK when finished, GX_INPROGRESS while waiting, or an error.
+ * GX_OK when finished, GX_INPROGRESS while waiting, or an error. The
+ * request knows no transport: an operation keeps its own state (the
+ * engine's op in priv; a point-to-point call's message or a barrier's
+ * progress after the request).
  */
 #ifndef GX_REQUEST_H
 #define GX_REQUEST_H
@@ -9,9 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "collectives/bootstrap/boot_coll.h"
 #include "collectives/comm/comm_internal.h"
-#include "collectives/transport/xport.h"
 
 struct gx_request {
     struct gx_comm *comm;
@@ -26,14 +27,8 @@ struct gx_request {
     uint64_t deadline;
     int status;
     bool done;
-    union {
-        struct boot_barrier_state barrier;
-        struct {
-            struct xp_op op;
-            size_t elem_size;
-        } p2p;
-    } u;
-    void *priv;
+    void *priv;             /* the maker's (the engine's op); a larger request's
+                               tail is its maker's too (gx_request_alloc) */
     /* Device buffers staged through pinned host memory (stage.h), or NULL:
      * the copy back runs when the request completes. */
     struct gx_stage *stage;
@@ -42,6 +37,14 @@ struct gx_request {
 /** Allocate a request for `op_name` on `comm` with the op's deadline. */
 struct gx_request *gx_request_new(struct gx_comm *comm, const char *op_name,
                                   int (*step)(struct gx_request *));
+/** The same, `size` bytes (>= sizeof(struct gx_request)) zeroed: a maker
+ *  that embeds struct gx_request first in its own struct keeps its state
+ *  there (one allocation; gx_request_free frees it all). */
+struct gx_request *gx_request_alloc(struct gx_comm *comm, const char *op_name,
+                                    int (*step)(struct gx_request *), size_t size);
+/** Step the request once (its step function, the deadline, the copy back
+ *  of staged buffers when it finishes). */
+void gx_request_step(struct gx_request *req);
 
 /** Free a request whose operation never started (its post failed): nothing
  * can complete it, so it must not be waited for. */

@@ -1,7 +1,8 @@
 /*
  * coll.h - the step engine's entry points: issue a checked collective
  * (coll_issue.c, which chooses its algorithm with the cost model of
- * algorithms/coll_tune.h). The public calls (coll_api.c) use it.
+ * algorithms/coll_tune.h), and the engine's part in a communicator's life.
+ * The public calls and set-up (collectives/api/) use it.
  *
  * Owns: the engine's API. Must not touch the transport's internals (only
  * xport.h), nor an algorithm's inside (algorithms.h is its whole face).
@@ -24,5 +25,18 @@ uint64_t coll_next_seq(struct gx_comm *comm, int *status);
  *  flight recorder keeps it, so a merged dump shows where it happened. */
 void coll_note_rejected(struct gx_comm *comm, uint64_t seq, const struct coll_args *a,
                         int status);
+
+/* ---- the communicator's life (called by api/) ---------------------------- */
+
+/** Stop the progress thread and detach in-flight collectives (coll_engine.c);
+ *  api/comm_init.c calls it before the transport closes. */
+void gx_coll_comm_destroy(struct gx_comm *c);
+/** Tell the peers this rank finalizes after its last collective, so a peer
+ *  still in a later one fails at once (coll_skip.c). */
+void gx_coll_comm_finalizing(struct gx_comm *c);
+/** gx_barrier takes the next number in the sequence of collectives and
+ *  tells the peers, so a peer in another collective with that number fails
+ *  at once with GX_EMISMATCH (coll_skip.c). */
+uint64_t gx_coll_barrier_enter(struct gx_comm *c, int *status);
 
 #endif
