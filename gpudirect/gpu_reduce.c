@@ -56,7 +56,6 @@ static struct {
 } kc = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
 bool gx_gpu_kernels_built(void) { return GX_KERNELS_BUILT != 0; }
-const char *gx_gpu_kernels_archs(void) { return GX_KERNELS_ARCHS; }
 
 static const void *image(size_t *len)
 {

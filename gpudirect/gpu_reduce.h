@@ -64,8 +64,6 @@ bool gx_gpu_kernels_describe(char *out, size_t len);
 
 /** True when libgx carries real kernels (nvcc at build time). */
 bool gx_gpu_kernels_built(void);
-/** The architectures the embedded fatbin holds ("sm_80,sm_90"). */
-const char *gx_gpu_kernels_archs(void);
 
 /** Tests: load `image` (len bytes) instead of the embedded one in contexts
  *  that have no module yet (NULL: back to the embedded image); forget the

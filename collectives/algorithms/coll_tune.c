@@ -163,12 +163,7 @@ static struct node_shape comm_shape(const struct gx_comm *comm)
 
 /* `arena`: the communicator has a shared-memory arena (gx_comm.shm); the
  * same on every rank. Forcing shm where there is none, or hier where it does
- * not apply, falls back to auto. */
-double coll_predict(enum coll_kind kind, enum coll_algo algo, size_t bytes, int n, int nodes)
-{
-    return coll_tune_predict(kind, algo, bytes, n, nodes, &coll_link_tcp);
-}
-
+ * not apply, falls back to auto (the descriptors' usable()). */
 enum coll_algo coll_tune_choose(enum coll_kind kind, size_t bytes, int n,
                                 const struct node_shape *sh, bool arena,
                                 const struct link_cost *net, bool *forced_out)

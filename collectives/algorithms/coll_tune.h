@@ -28,16 +28,10 @@ enum coll_algo coll_choose(const struct gx_comm *comm, enum coll_kind kind, size
 /** The all-reduce algorithm of the rails of a hierarchical all-reduce of
  *  `bytes` on `comm` (ring, rhd, tree or dbtree; the same on every rank). */
 enum coll_algo coll_hier_rail_algo(const struct gx_comm *comm, size_t bytes);
-/** Predicted seconds of `algo` for `kind` with `bytes` on `n` ranks on
- *  `nodes` nodes; a negative value when the algorithm does not apply. */
-double coll_predict(enum coll_kind kind, enum coll_algo algo, size_t bytes, int n, int nodes);
-
 /** Print the algorithm choice and predicted time per size for `nranks`
- *  ranks on `nnodes` nodes (gx-info --tuning). */
-int gx_coll_tuning_print(FILE *f, int nranks, int nnodes);
-/** The same over a network link of `net_alpha` seconds per message and
- *  `net_beta` seconds per byte (0, 0: the tcp defaults), as a probe at
- *  set-up would measure it (gx-info --tuning --link). */
+ *  ranks on `nnodes` nodes (gx-info --tuning) over a network link of
+ *  `net_alpha` seconds per message and `net_beta` seconds per byte (0, 0:
+ *  the tcp defaults), as a probe at set-up would measure it (--link). */
 int gx_coll_tuning_print_net(FILE *f, int nranks, int nnodes, double net_alpha, double net_beta);
 
 /* ---- the cost model (coll_tune.c), for coll_tune_print.c ------------------ */

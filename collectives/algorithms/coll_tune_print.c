@@ -70,11 +70,6 @@ static void print_rails(FILE *f, const struct node_shape *sh, const struct link_
     }
 }
 
-int gx_coll_tuning_print(FILE *f, int nranks, int nnodes)
-{
-    return gx_coll_tuning_print_net(f, nranks, nnodes, 0, 0);
-}
-
 int gx_coll_tuning_print_net(FILE *f, int nranks, int nnodes, double net_alpha, double net_beta)
 {
     struct link_cost given = { "given (--link)", net_alpha, net_beta };

@@ -36,10 +36,6 @@ struct gx_comm;
  *  status is the collective's. */
 int coll_intra_try(struct gx_comm *comm, const struct coll_args *a, const char *fn, bool *ran);
 
-/** Whether the device engine is in use on `comm`, and why not (gx-info,
- *  tests). */
-bool coll_intra_device_state(const struct gx_comm *comm, char *why, size_t why_len);
-
 /** Close the node's NCCL communicator (gx_coll_comm_destroy). */
 void coll_intra_destroy(struct gx_comm *comm);
 

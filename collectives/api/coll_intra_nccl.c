@@ -390,17 +390,6 @@ int coll_intra_try(struct gx_comm *c, const struct coll_args *a, const char *fn,
     return GX_OK;
 }
 
-bool coll_intra_device_state(const struct gx_comm *c, char *why, size_t why_len)
-{
-    const struct coll_intra *in = c->intra;
-    if (in && in->nccl) {
-        snprintf(why, why_len, "%s in use", in->name);
-        return true;
-    }
-    snprintf(why, why_len, "%s", in ? in->why : "no device collective yet");
-    return false;
-}
-
 void coll_intra_destroy(struct gx_comm *c)
 {
     struct coll_intra *in = c->intra;

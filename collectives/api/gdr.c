@@ -33,13 +33,7 @@ GX_PARAM_DEFINE(gx_param_gdr, "GX_GDR", GX_PARAM_ENUM, "auto", "off|auto|on",
                 "on: a call with device buffers fails naming why when not possible; off: "
                 "always stage. Reductions always stage.");
 
-static unsigned long long direct_calls;
 static int logged;
-
-unsigned long long gx_gdr_calls(void)
-{
-    return __atomic_load_n(&direct_calls, __ATOMIC_RELAXED);
-}
 
 static bool is_dev(const void *p, size_t bytes)
 {
@@ -94,6 +88,5 @@ int gx_gdr_plan(struct gx_comm *comm, const char *fn, bool data_only, const void
         out->lo[n] = recv;
         out->hi[n++] = (const char *)recv + recv_bytes;
     }
-    __atomic_fetch_add(&direct_calls, 1, __ATOMIC_RELAXED);
     return GX_OK;
 }

@@ -32,7 +32,4 @@ int gx_gdr_plan(struct gx_comm *comm, const char *fn, bool data_only, const void
                 size_t send_bytes, const void *recv, size_t recv_bytes,
                 struct gx_gdr_plan *out);
 
-/** Collectives that went direct so far in this process (tests, gx-info). */
-unsigned long long gx_gdr_calls(void);
-
 #endif

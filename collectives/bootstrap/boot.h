@@ -45,7 +45,6 @@ void gx_boot_retain(struct gx_boot *boot);
 void gx_boot_release(struct gx_boot *boot);
 
 int gx_boot_rank(const struct gx_boot *boot);
-int gx_boot_size(const struct gx_boot *boot);
 const struct boot_rank_record *gx_boot_record(const struct gx_boot *boot, int rank);
 /* Rank 0's random per-job id (all zero if this rank has not learned it). */
 void gx_boot_job_id(struct gx_boot *boot, uint8_t out[8]);

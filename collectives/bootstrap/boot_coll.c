@@ -90,28 +90,3 @@ int boot_allgather(const struct boot_group *g, uint64_t seq, int kind, const voi
     free(tmp);
     return rc;
 }
-
-int boot_bcast(const struct boot_group *g, uint64_t seq, int kind, int root, void *buf,
-               size_t len, uint64_t deadline)
-{
-    int rel = (g->rank - root + g->size) % g->size;
-    uint64_t tag = BOOT_TAG(seq, kind, 0);
-    if (rel != 0) {
-        int high = 1;
-        while (high * 2 <= rel)
-            high *= 2;
-        int parent = g->world_ranks[(rel - high + root) % g->size];
-        int rc = gx_boot_recv(g->boot, parent, g->comm_id, tag, buf, len, deadline);
-        if (rc != GX_OK)
-            return rc;
-    }
-    for (int mask = 1; mask < g->size; mask <<= 1) {
-        if (rel < mask && rel + mask < g->size) {
-            int child = g->world_ranks[(rel + mask + root) % g->size];
-            int rc = gx_boot_send(g->boot, child, g->comm_id, tag, buf, len, deadline);
-            if (rc != GX_OK)
-                return rc;
-        }
-    }
-    return GX_OK;
-}

@@ -25,8 +25,6 @@ struct boot_group {
 int boot_barrier(const struct boot_group *g, uint64_t seq, int kind, uint64_t deadline);
 int boot_allgather(const struct boot_group *g, uint64_t seq, int kind, const void *mine,
                    void *all, size_t each, uint64_t deadline);
-int boot_bcast(const struct boot_group *g, uint64_t seq, int kind, int root, void *buf,
-               size_t len, uint64_t deadline);
 
 /* Non-blocking dissemination barrier, stepped by boot_barrier_step(). */
 struct boot_barrier_state {

@@ -142,11 +142,6 @@ int gx_boot_rank(const struct gx_boot *boot)
     return boot->rank;
 }
 
-int gx_boot_size(const struct gx_boot *boot)
-{
-    return boot->size;
-}
-
 const struct boot_rank_record *gx_boot_record(const struct gx_boot *boot, int rank)
 {
     return (rank >= 0 && rank < boot->size) ? &boot->records[rank] : NULL;

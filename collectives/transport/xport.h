@@ -68,14 +68,9 @@ void gx_xport_close(struct gx_xport *x);
  *  endpoints so peers notice; the memory stays valid until gx_xport_close. */
 void gx_xport_abort(struct gx_xport *x);
 
-/** Start an operation; completion is reported through op->done/status. A
- *  post that fails returns the error and the op is not started. */
-int gx_xport_send(struct gx_xport *x, struct xp_op *op, int peer, uint32_t tag, const void *buf,
-                  size_t len);
-int gx_xport_recv(struct gx_xport *x, struct xp_op *op, int peer, uint32_t tag, void *buf,
-                  size_t len);
-
-/** The same with `dev`: buf is CUDA device memory (only after
+/** Start a send or receive of `len` bytes at `buf`; completion is reported
+ *  through op->done/status. A post that fails returns the error and the op
+ *  is not started. `dev`: buf is CUDA device memory (only after
  *  gx_xport_gdr_check said yes for it): rendezvous registers it with the
  *  fabric as device memory, eager bytes go through the driver's copies. */
 int gx_xport_send_mem(struct gx_xport *x, struct xp_op *op, int peer, uint32_t tag,

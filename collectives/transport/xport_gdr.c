@@ -18,18 +18,6 @@
 #include "common/log.h"
 #include "gpudirect/gpudirect.h"
 
-int gx_xport_send(struct gx_xport *x, struct xp_op *op, int peer, uint32_t tag, const void *buf,
-                  size_t len)
-{
-    return gx_xport_send_mem(x, op, peer, tag, buf, len, false);
-}
-
-int gx_xport_recv(struct gx_xport *x, struct xp_op *op, int peer, uint32_t tag, void *buf,
-                  size_t len)
-{
-    return gx_xport_recv_mem(x, op, peer, tag, buf, len, false);
-}
-
 int gx_xport_mem_copy(void *dst, bool dst_dev, const void *src, bool src_dev, size_t len)
 {
     if (!len || dst == src)
