@@ -98,10 +98,11 @@ size_t ring_group_scratch(const struct coll_group *g, size_t count, size_t es)
 
 /* Reduce-scatter half: round s sends block r-s and receives block r-s-1,
  * reducing it into recvbuf; block r+1 ends complete. rs_send/rs_red
- * (rounds x nch) get the step indices. */
+ * (rounds x nch) get the step indices; slot_reader (2 x nch) tracks the
+ * last reduction that read each receive slot. */
 static void ring_rs_half(struct coll_op *op, const struct coll_group *g, const struct ring_plan *p,
                          const char *sb, char *rb, size_t count, char *tmp, int *rs_send,
-                         int *rs_red)
+                         int *rs_red, int *slot_reader)
 {
     size_t es = op->a.es;
     int n = p->n, r = p->r, nch = p->nch;
@@ -122,10 +123,14 @@ static void ring_rs_half(struct coll_op *op, const struct coll_group *g, const s
             co = block_off(rlen, nch, c);
             cl = block_len(rlen, nch, c);
             if (cl) {
-                /* The slot is reused every other round: wait for its last reader. */
-                int rv = cs_recv(op, p->prev, msg, cslot, cl * es, AT(rs_red, s - 2, c), -1, -1);
+                /* The slot is reused every other round: wait for its last
+                 * reader (round s-2's reduction, or an earlier one when that
+                 * round's chunk was empty: fewer elements than ranks). */
+                int *reader = &slot_reader[(s % 2) * nch + c];
+                int rv = cs_recv(op, p->prev, msg, cslot, cl * es, *reader, -1, -1);
                 rs_red[s * nch + c] = cs_reduce3(op, rb + (roff + co) * es,
                                                  sb + (roff + co) * es, cslot, cl, rv, -1, -1);
+                *reader = rs_red[s * nch + c];
             }
         }
     }
@@ -181,9 +186,10 @@ int ring_allreduce_group(struct coll_op *op, const struct coll_group *g, const v
     char *tmp = group_scratch(op, g, 2 * p.stride * (size_t)nch * es);
     int *rs_red = idx_table(op, rounds, nch), *rs_send = idx_table(op, rounds, nch);
     int *ag_recv = idx_table(op, rounds, nch), *fin = idx_table(op, 1, nch);
-    if (!tmp || !rs_red || !rs_send || !ag_recv || !fin)
+    int *slot_reader = idx_table(op, 2, nch);
+    if (!tmp || !rs_red || !rs_send || !ag_recv || !fin || !slot_reader)
         goto out;
-    ring_rs_half(op, g, &p, sb, rb, count, tmp, rs_send, rs_red);
+    ring_rs_half(op, g, &p, sb, rb, count, tmp, rs_send, rs_red, slot_reader);
     /* The complete block r+1 (averaged if asked). */
     int own = mod(p.r + 1, p.n);
     size_t ooff = coll_group_blk_off(g, count, own), olen = coll_group_blk_len(g, count, own);
@@ -199,6 +205,7 @@ out:
     free(rs_send);
     free(ag_recv);
     free(fin);
+    free(slot_reader);
     return GX_OK;
 }
 
@@ -216,10 +223,12 @@ int ring_rs_group(struct coll_op *op, const struct coll_group *g, const void *se
     struct ring_plan p = ring_plan(g, count, es);
     char *tmp = group_scratch(op, g, 2 * p.stride * (size_t)p.nch * es);
     int *rs_red = idx_table(op, p.rounds, p.nch), *rs_send = idx_table(op, p.rounds, p.nch);
-    if (tmp && rs_red && rs_send)
-        ring_rs_half(op, g, &p, sendbuf, recvbuf, count, tmp, rs_send, rs_red);
+    int *slot_reader = idx_table(op, 2, p.nch);
+    if (tmp && rs_red && rs_send && slot_reader)
+        ring_rs_half(op, g, &p, sendbuf, recvbuf, count, tmp, rs_send, rs_red, slot_reader);
     free(rs_red);
     free(rs_send);
+    free(slot_reader);
     return GX_OK;
 }
 
