@@ -239,6 +239,8 @@ int hier_allreduce_build(struct coll_op *op)
         }
         cs_gate(op, from, rs_done);
         int rail_done = cs_join(op, from);
+        if (rail_done < 0) /* no shard of mine holds an element: wait for the node's phase */
+            rail_done = rs_done;
         /* (c) all-gather inside the node. */
         from = op->nsteps;
         gn.round = ag_round;
