@@ -1,7 +1,7 @@
 /*
  * fabric.h - the provider interface: how bytes move between two processes.
  *
- * Owns: the ops table every provider fills (shm, tcp, later verbs and dpdk),
+ * Owns: the ops table every provider fills (shm, tcp, verbs, dpdk),
  * the static provider registry, and the thin inline wrappers the layers above
  * call (one indirect call per data-path operation, never a NULL test: missing
  * ops are stubs that return GX_EUNSUPPORTED).

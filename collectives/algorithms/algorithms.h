@@ -1,14 +1,14 @@
 /*
  * algorithms.h - the collective algorithms: each builds the schedule of one
  * collective (op->a holds the arguments, op->comm the communicator) with
- * the builder of engine/schedule.h and nothing else.
+ * the builder of schedule/schedule.h and nothing else.
  *
  * Owns: one file per algorithm family (ring, rd, rhd, tree/chain, dbtree,
- * bcast, linear, hier; ring, rhd, tree and dbtree all-reduce also over a
- * group of ranks). Must not
- * touch: the engine that runs schedules
- * (coll_engine.h), the transport (transport/), the arena's internals.
- * The rule is checked at configure time (cmake/GxRooms.cmake).
+ * bcast, linear, hier, the arena's; ring, rhd, tree and dbtree all-reduce
+ * also over a group of ranks), each with its descriptor (algo.h). Must not
+ * touch: the engine that runs schedules (coll_engine.h), the transport
+ * (transport/); of the arena only its segment (arena/node_shm.h). The
+ * rules are checked on includes and calls (cmake/GxRooms.cmake).
  */
 #ifndef GX_COLL_ALGORITHMS_H
 #define GX_COLL_ALGORITHMS_H

@@ -15,8 +15,8 @@
  * coll_intra_try() picks the device engine for a blocking call when it
  * applies and says so; otherwise the caller runs the host engine as before.
  *
- * Room engine/: called by coll_api.c; the per-comm state hangs off
- * gx_comm.intra and is closed by gx_coll_comm_destroy().
+ * Room api/: called by coll_api.c; the per-comm state hangs off
+ * gx_comm.intra and is closed by comm_init.c before the engine stops.
  */
 #ifndef GX_COLL_INTRA_H
 #define GX_COLL_INTRA_H

@@ -1,9 +1,10 @@
 /*
  * coll_probe.c - a quick probe of the network link at communicator set-up,
- * which refines the cost model's latency and bandwidth (coll_tune.c).
+ * which refines the cost model's latency and bandwidth
+ * (algorithms/coll_tune.c).
  *
  * Only between nodes: inside a node the shared-memory arena and the shm
- * ring costs were measured once (coll_tune.c), while a network may be
+ * ring costs were measured once (algorithms/), while a network may be
  * loopback tcp, a 25 Gb/s Ethernet or a 400 Gb/s InfiniBand rail, a hundred
  * times apart. The first rank of each even-numbered node ping-pongs with
  * the first rank of the next node through the transport (8 bytes for the

@@ -6,8 +6,8 @@
  *
  * Room api/: called by the public collective calls (coll_api.c) and the
  * point-to-point calls (p2p.c) before staging. A local decision: every
- * rank runs the same schedule, so
- * ranks may differ (one GDR, one staged, one host).
+ * rank runs the same schedule, so ranks may differ (one GDR, one staged,
+ * one host).
  */
 #ifndef GX_GDR_PLAN_H
 #define GX_GDR_PLAN_H

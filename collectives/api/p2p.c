@@ -1,5 +1,6 @@
-/* p2p.c - the public point-to-point API over the communicator's transport:
- * a request whose state is one transport message. */
+/* p2p.c - the public point-to-point API (gx_send, gx_recv, gx_isend,
+ * gx_irecv, gx_request_count) over the communicator's transport: a request
+ * whose state, one transport message, follows it in one allocation. */
 #include <limits.h>
 #include <stdint.h>
 

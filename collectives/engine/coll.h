@@ -5,7 +5,8 @@
  * The public calls and set-up (collectives/api/) use it.
  *
  * Owns: the engine's API. Must not touch the transport's internals (only
- * xport.h), nor an algorithm's inside (algorithms.h is its whole face).
+ * xport.h), nor an algorithm's inside (algorithms/algo.h, the table, is
+ * its whole face), nor anything of api/ above it.
  */
 #ifndef GX_COLL_H
 #define GX_COLL_H

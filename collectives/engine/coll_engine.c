@@ -1,7 +1,7 @@
 /*
  * coll_engine.c - the step engine of the collectives.
  *
- * A collective is a schedule (coll.h) built when it is issued: steps with up
+ * A collective is a schedule (schedule/schedule.h) built when it is issued: steps with up
  * to three dependencies on earlier steps. The engine walks every outstanding
  * collective of a communicator in issue order, posts the sends and receives
  * whose dependencies are done, runs the reductions and copies whose inputs
@@ -17,8 +17,8 @@
  * runs the engine only inside gx_test/gx_wait.
  *
  * Owns: struct coll_comm (coll_engine.h), the lifecycle of struct coll_op,
- * and the failure policy (running one
- * collective's steps, the descriptor check included, is coll_steps.c): a collective that fails for a
+ * and the failure policy (running one collective's steps, the descriptor
+ * check included, is coll_steps.c): a collective that fails for a
  * reason other than its own arguments sets the communicator's async error,
  * tells the other ranks through the bootstrap (so ranks waiting elsewhere
  * fail at once, naming the root cause) and aborts the transport so nothing

@@ -1,9 +1,10 @@
 /*
  * coll_engine.h - what the step engine's files share (not installed):
- * the per-communicator engine state and the step states. coll_engine.c
- * owns the lifecycle of collectives, the progress thread and the failure
- * policy; coll_issue.c issues them (dispatch to the algorithms, request
- * glue); coll_steps.c runs one collective's steps.
+ * the per-communicator engine state, the step states and the transport
+ * state of posted steps. coll_engine.c owns the lifecycle of collectives,
+ * the progress thread and the failure policy; coll_issue.c issues them (the
+ * choice and the build through the algorithm table, request glue);
+ * coll_steps.c runs one collective's steps.
  */
 #ifndef GX_COLL_ENGINE_H
 #define GX_COLL_ENGINE_H

@@ -1,15 +1,17 @@
 /*
  * schedule.h - a collective as a schedule of steps (send, receive, reduce,
  * copy, average, arena flags) with dependencies, and the builder that the
- * algorithm files (collectives/algorithms/, collectives/arena/) use to write
- * one. The step engine (coll_engine.c, coll_steps.c) runs what is built here.
+ * algorithm files (collectives/algorithms/) use to write one. The step
+ * engine (engine/coll_engine.c, coll_steps.c) runs what is built here.
  *
  * Owns: struct coll_op (one issued collective), struct coll_step, struct
  * coll_args, the cs_* builder (coll_schedule.c) and the small arithmetic
  * helpers every algorithm shares (blocks, folding, pipelining chunks from
- * coll_chunk.c), the scratch pool (coll_scratch.c). Must not touch: the
- * engine's state (coll_engine.h) or the transport: a step is a plan, and
- * the engine keeps the transport state of the steps it posts.
+ * coll_chunk.c), the scratch pool (coll_scratch.c), the collectives' names
+ * (coll_names.c), the tag layout and descriptor (coll_proto.h). Must not
+ * touch: the engine's state (coll_engine.h; struct coll_op carries a few
+ * engine fields the builders leave alone) or the transport: a step is a
+ * plan, and the engine keeps the transport state of the steps it posts.
  */
 #ifndef GX_COLL_SCHEDULE_H
 #define GX_COLL_SCHEDULE_H

@@ -16,9 +16,10 @@
  * receiver re-posts a slot). All calls take the transport lock; the fabric
  * objects are only touched under it.
  *
- * Room transport/ (xport*.c, p2p.c): owns the per-peer endpoints, the tagged
- * message protocol and the public gx_send/gx_recv. Must not know about
- * collectives: the engine posts its steps through this header only.
+ * Room transport/ (xport*.c): owns the per-peer endpoints and the tagged
+ * message protocol. Must not know about collectives: the engine posts its
+ * steps, and api/p2p.c the public gx_send/gx_recv, through this header
+ * only. Reads the communicator (comm/); calls nothing above.
  */
 #ifndef GX_XPORT_H
 #define GX_XPORT_H
