@@ -2,7 +2,7 @@
 # hier_arena_used.sh RUNNER LAYOUT ARENA_RANKS PROGRAM [ARGS...] - run a job
 # of hierarchical all-reduces with the coll trace and require that the ranks
 # in ARENA_RANKS (comma list, or "none") ran every one's intra-node phases on
-# the node arena (coll_shm_node.c) and every other rank on the ring of
+# the node arena (arena_node.c) and every other rank on the ring of
 # messages: the test fails if the arena is silently not taken (or taken
 # where it must not be).
 #   RUNNER  netns:HIER_NETNS_SH (network-namespace nodes; 77 when they

@@ -3,7 +3,7 @@
 # nodes x 2 ranks is killed inside the node arena phase PHASE
 # (reduce-scatter or all-gather) of a hierarchical all-reduce: a first run's
 # trace gives the step of rank 2's first arena flag of that phase in
-# collective #3 (coll_shm_node.c; schedules are built from the same facts
+# collective #3 (arena_node.c; schedules are built from the same facts
 # every time), a second run kills rank 2 there with GX_FAULT. Every survivor
 # must fail naming rank 2 within 2 x GX_TIMEOUT (coll_check dead). The first
 # run must also show every rank on the arena engine (not the ring fallback).

@@ -2,7 +2,7 @@
 # hier_stop_arena.sh GX_RUN FAULT_CHECK FAKE_NODES - rank 3 of 2 fake nodes x
 # 2 ranks is stopped (SIGSTOP by GX_FAULT) at its first arena flag of the
 # node reduce-scatter of hierarchical all-reduce #3 (the step from a first
-# run's trace, coll_shm_node.c). With GX_TIMEOUT=3 (seconds) every other
+# run's trace, arena_node.c). With GX_TIMEOUT=3 (seconds) every other
 # rank must fail within 2 x GX_TIMEOUT, and rank 2, its node peer waiting in
 # the node arena, must name the shared-memory flag of comm rank 3 (the arena
 # index is mapped to the comm rank).
