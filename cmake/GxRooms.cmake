@@ -31,8 +31,9 @@ function(gx_rooms_rules)
   gx_room_rule(reduce)
   # The communicator as a data object: its layout, async error, requests.
   gx_room_rule(comm MAY collectives/bootstrap/)
-  # The transport reads the communicator; it knows no collective.
-  gx_room_rule(transport MAY collectives/comm/ collectives/bootstrap/)
+  # The transport reads the communicator; it knows no collective. The
+  # window service applies accumulates with the reduction kernels.
+  gx_room_rule(transport MAY collectives/comm/ collectives/bootstrap/ collectives/reduce/)
   # The arena: a node's shared-memory segment, a resource the arena
   # algorithms (algorithms/arena_*.c) use; it reads the communicator and asks
   # the transport which provider reaches each peer.

@@ -56,5 +56,7 @@ GX_API const char *gx_datatype_name(enum gx_datatype dtype)
 GX_API const char *gx_redop_name(enum gx_redop op)
 {
     static const char *const names[GX_REDOP_COUNT] = { "sum", "prod", "min", "max", "avg" };
+    if (op == GX_REPLACE)
+        return "replace";
     return (unsigned)op < GX_REDOP_COUNT ? names[op] : "?";
 }

@@ -72,6 +72,22 @@ enum gx_fab_access {
     GX_FAB_ACCESS_LOCAL = 1u << 0,        /* source/target of local posts */
     GX_FAB_ACCESS_REMOTE_WRITE = 1u << 1, /* target of peers' writes */
     GX_FAB_ACCESS_REMOTE_READ = 1u << 2,
+    GX_FAB_ACCESS_REMOTE_ATOMIC = 1u << 3, /* target of peers' 8-byte atomics */
+};
+
+/* What a domain's endpoints do besides the message contract above (struct
+ * gx_fab_domain.caps). One-sided operations need no receive and no code at
+ * the target: the provider reaches the target's registered memory itself. */
+enum gx_fab_caps {
+    GX_FAB_CAP_RMA = 1u << 0,    /* post_write and post_read */
+    GX_FAB_CAP_ATOMIC = 1u << 1, /* post_atomic, atomic with the target CPU's own
+                                    atomic instructions on the same 8 bytes */
+};
+
+/* 8-byte atomics of post_atomic. */
+enum gx_fab_atomic_op {
+    GX_FAB_ATOMIC_FETCH_ADD = 1, /* *target += operand */
+    GX_FAB_ATOMIC_CMP_SWAP = 2,  /* if (*target == compare) *target = operand */
 };
 
 /** An opaque address blob; exchange `len` bytes of `bytes` verbatim. */
@@ -118,6 +134,9 @@ enum gx_fab_op {
     GX_FAB_OP_SEND = 1,
     GX_FAB_OP_WRITE_IMM = 2,
     GX_FAB_OP_RECV = 3,
+    GX_FAB_OP_WRITE = 4,  /* one-sided (GX_FAB_CAP_RMA) */
+    GX_FAB_OP_READ = 5,
+    GX_FAB_OP_ATOMIC = 6, /* GX_FAB_CAP_ATOMIC */
 };
 
 enum gx_fab_cqe_flags {
@@ -174,6 +193,14 @@ struct gx_fab_ops {
     int (*post_write_imm)(struct gx_fab_ep *ep, const void *buf, size_t len, struct gx_fab_mr *mr,
                           uint64_t raddr, const struct gx_fab_rkey *rkey, uint32_t imm,
                           uint64_t context);
+    /* One-sided (domain caps): no receive consumed, nothing at the target. */
+    int (*post_write)(struct gx_fab_ep *ep, const void *buf, size_t len, struct gx_fab_mr *mr,
+                      uint64_t raddr, const struct gx_fab_rkey *rkey, uint64_t context);
+    int (*post_read)(struct gx_fab_ep *ep, void *buf, size_t len, struct gx_fab_mr *mr,
+                     uint64_t raddr, const struct gx_fab_rkey *rkey, uint64_t context);
+    int (*post_atomic)(struct gx_fab_ep *ep, enum gx_fab_atomic_op op, uint64_t operand,
+                       uint64_t compare, uint64_t *result, uint64_t raddr,
+                       const struct gx_fab_rkey *rkey, uint64_t context);
 };
 
 struct gx_fab_provider {
@@ -192,6 +219,7 @@ struct gx_fab_domain {
      * being freed (verbs without ODP): registration caches on this domain
      * keep an entry only while an operation holds it (rcache.h). */
     uint8_t rcache_per_op;
+    uint8_t caps;             /* enum gx_fab_caps: set by the provider at open */
 };
 
 struct gx_fab_cq {
@@ -327,6 +355,38 @@ static inline int gx_fab_post_write_imm(struct gx_fab_ep *ep, const void *buf, s
                                         uint64_t context)
 {
     return ep->ops->post_write_imm(ep, buf, len, mr, raddr, rkey, imm, context);
+}
+
+/** One-sided RDMA write of `len` bytes to the peer's `raddr` (inside the
+ *  registration `rkey` describes, which needs GX_FAB_ACCESS_REMOTE_WRITE).
+ *  Consumes no receive and runs no code at the target; its completion means
+ *  the bytes are in the target's memory. Completes in post order with the
+ *  endpoint's other operations, but is not ordered with their effect at the
+ *  target. GX_EUNSUPPORTED without GX_FAB_CAP_RMA. */
+static inline int gx_fab_post_write(struct gx_fab_ep *ep, const void *buf, size_t len,
+                                    struct gx_fab_mr *mr, uint64_t raddr,
+                                    const struct gx_fab_rkey *rkey, uint64_t context)
+{
+    return ep->ops->post_write(ep, buf, len, mr, raddr, rkey, context);
+}
+/** One-sided read of `len` bytes at the peer's `raddr` into `buf` (remote
+ *  read access needed); done when its completion is reported. */
+static inline int gx_fab_post_read(struct gx_fab_ep *ep, void *buf, size_t len,
+                                   struct gx_fab_mr *mr, uint64_t raddr,
+                                   const struct gx_fab_rkey *rkey, uint64_t context)
+{
+    return ep->ops->post_read(ep, buf, len, mr, raddr, rkey, context);
+}
+/** One-sided 8-byte atomic at the peer's `raddr` (8-byte aligned, remote
+ *  atomic access): the value before the operation lands in `*result`
+ *  before the completion is reported. GX_EUNSUPPORTED without
+ *  GX_FAB_CAP_ATOMIC. */
+static inline int gx_fab_post_atomic(struct gx_fab_ep *ep, enum gx_fab_atomic_op op,
+                                     uint64_t operand, uint64_t compare, uint64_t *result,
+                                     uint64_t raddr, const struct gx_fab_rkey *rkey,
+                                     uint64_t context)
+{
+    return ep->ops->post_atomic(ep, op, operand, compare, result, raddr, rkey, context);
 }
 
 /**

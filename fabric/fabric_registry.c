@@ -69,6 +69,16 @@ static int stub_post_recv(struct gx_fab_ep *e, void *b, size_t l, struct gx_fab_
 static int stub_post_write_imm(struct gx_fab_ep *e, const void *b, size_t l, struct gx_fab_mr *m,
                                uint64_t r, const struct gx_fab_rkey *k, uint32_t i, uint64_t c)
 { return GX_EUNSUPPORTED; }
+static int stub_post_write(struct gx_fab_ep *e, const void *b, size_t l, struct gx_fab_mr *m,
+                           uint64_t r, const struct gx_fab_rkey *k, uint64_t c)
+{ return GX_EUNSUPPORTED; }
+static int stub_post_read(struct gx_fab_ep *e, void *b, size_t l, struct gx_fab_mr *m, uint64_t r,
+                          const struct gx_fab_rkey *k, uint64_t c)
+{ return GX_EUNSUPPORTED; }
+static int stub_post_atomic(struct gx_fab_ep *e, enum gx_fab_atomic_op op, uint64_t v,
+                            uint64_t cmp, uint64_t *res, uint64_t r, const struct gx_fab_rkey *k,
+                            uint64_t c)
+{ return GX_EUNSUPPORTED; }
 
 static const struct gx_fab_ops stub_ops = {
     .probe = stub_probe,
@@ -89,6 +99,9 @@ static const struct gx_fab_ops stub_ops = {
     .post_send = stub_post_send,
     .post_recv = stub_post_recv,
     .post_write_imm = stub_post_write_imm,
+    .post_write = stub_post_write,
+    .post_read = stub_post_read,
+    .post_atomic = stub_post_atomic,
 };
 
 #define FILL(field) ops->field = prov_ops->field ? prov_ops->field : stub_ops.field
@@ -112,6 +125,9 @@ void gx_fab_fill_ops(struct gx_fab_ops *ops, const struct gx_fab_ops *prov_ops)
     FILL(post_send);
     FILL(post_recv);
     FILL(post_write_imm);
+    FILL(post_write);
+    FILL(post_read);
+    FILL(post_atomic);
 }
 #undef FILL
 
@@ -207,6 +223,9 @@ const char *gx_fab_op_name(int op)
     case GX_FAB_OP_SEND: return "send";
     case GX_FAB_OP_WRITE_IMM: return "write_imm";
     case GX_FAB_OP_RECV: return "recv";
+    case GX_FAB_OP_WRITE: return "write";
+    case GX_FAB_OP_READ: return "read";
+    case GX_FAB_OP_ATOMIC: return "atomic";
     default: return "?";
     }
 }

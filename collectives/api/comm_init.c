@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "collectives/api/api.h"
+#include "collectives/api/svc.h"
 #include "collectives/api/coll_intra.h"
 #include "collectives/arena/node_shm.h"
 #include "collectives/bootstrap/boot_coll.h"
@@ -91,6 +92,7 @@ static int place_rank(struct gx_comm *c)
 
 static void comm_free(struct gx_comm *c)
 {
+    gx_svc_close(c);         /* windows' and calls' threads off before the transport goes */
     coll_intra_destroy(c);   /* nccl branch: the node's NCCL communicator */
     gx_coll_comm_destroy(c); /* collectives: progress thread off before the transport goes */
     node_shm_close(c);

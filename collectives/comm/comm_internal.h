@@ -57,6 +57,7 @@ struct gx_comm {
     struct node_shm *shm;       /* all ranks on one node: their shared segment (arena/node_shm.h) */
     struct node_shm *node_shm;  /* across nodes: this node's segment (hier), or NULL */
     struct coll_intra *intra;   /* nccl branch: the node's NCCL communicator (api/coll_intra.h) */
+    struct gx_svc *svc;         /* windows' and remote calls' threads and handlers (api/svc.h) */
 
     pthread_mutex_t lock;       /* guards seq and the state flags below */
     uint64_t seq;               /* bootstrap operations issued on this comm */

@@ -46,7 +46,7 @@ void gx_request_step(struct gx_request *req)
         return;
     if (req->stage)
         rc = gx_stage_finish(req->stage, rc); /* the result back to device memory */
-    req->status = gx_comm_note_failure(req->comm, rc);
+    req->status = req->private_failure ? rc : gx_comm_note_failure(req->comm, rc);
     req->done = true;
 }
 

@@ -27,6 +27,8 @@ struct gx_request {
     uint64_t deadline;
     int status;
     bool done;
+    bool private_failure;   /* its failure concerns it alone (a remote call's deadline or
+                               handler status): the communicator stays usable */
     void *priv;             /* the maker's (the engine's op); a larger request's
                                tail is its maker's too (gx_request_alloc) */
     /* Device buffers staged through pinned host memory (stage.h), or NULL:

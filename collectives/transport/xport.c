@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "collectives/comm/comm_internal.h"
+#include "collectives/transport/xport_am.h"
 #include "collectives/transport/xport_internal.h"
 #include "common/clock.h"
 #include "common/log.h"
@@ -280,6 +281,7 @@ void gx_xport_close(struct gx_xport *x)
     pthread_mutex_lock(&x->lock);
     if (!x->aborted)
         close_meshes_locked(x, "the communicator is being destroyed");
+    xp_svc_free(x); /* windows and calls (xport_am.c): their ops failed above */
     for (int q = 0; q < x->size; q++) {
         struct xp_peer *p = &x->peers[q];
         gx_fab_mr_dereg(p->slab_mr);
@@ -316,6 +318,8 @@ static int progress_locked(struct gx_xport *x)
             int n = gx_fab_cq_poll(x->doms[i].cq, cqes, 32);
             if (n < 0)
                 return n;
+            if (n > 0)
+                __atomic_add_fetch(&x->polled, (uint64_t)n, __ATOMIC_RELAXED);
             for (int k = 0; k < n; k++)
                 xp_handle_cqe(x, &cqes[k]);
             if (n < 32)

@@ -31,12 +31,15 @@
 struct gx_comm;
 struct gx_xport;
 struct xp_peer;
+struct xp_am_hdr;
 
 /* Tags: user point-to-point tags are 0..2^31-1; collectives use the upper
  * half (XP_TAG_INTERNAL | ...), so the two never match each other. */
 #define XP_TAG_INTERNAL 0x80000000u
 
-enum xp_op_kind { XP_OP_SEND = 1, XP_OP_RECV = 2 };
+/* XP_OP_AM: an active message of the one-sided and remote-call services
+ * (xport_am.h): a header, then buf, never matched by tag. */
+enum xp_op_kind { XP_OP_SEND = 1, XP_OP_RECV = 2, XP_OP_AM = 3 };
 
 /** One send or receive. Owned by the caller (embed it); valid until done. */
 struct xp_op {
@@ -57,6 +60,11 @@ struct xp_op {
                                 RDMA, xport_gdr.c): the CPU never touches it */
     struct xp_op *next;      /* queue link, private */
     void *reg;               /* rendezvous registration, private */
+    const struct xp_am_hdr *am_hdr; /* XP_OP_AM: its header (kept by the owner) */
+    /* Set by a service of xport_am.h that owns the op: called with the
+     * status (under the transport lock) instead of publishing `done`; it may
+     * free the op. */
+    void (*on_done)(struct xp_op *op);
     char err[200];           /* why it failed (already logged once) */
 };
 

@@ -16,7 +16,9 @@
 #define XP_SEND_SLOTS 16
 #define XP_RNDV_TABLE 1024
 
-enum xp_ctx_type { XP_CTX_OP = 1, XP_CTX_RECV_SLOT = 2, XP_CTX_SEND_SLOT = 3 };
+/* XP_CTX_RMA: a one-sided fabric operation (write, read, atomic) of a
+ * window (xport_rma.c). */
+enum xp_ctx_type { XP_CTX_OP = 1, XP_CTX_RECV_SLOT = 2, XP_CTX_SEND_SLOT = 3, XP_CTX_RMA = 4 };
 
 struct xp_slot {
     uint8_t ctx_type;        /* first: fabric contexts point here */
@@ -85,15 +87,23 @@ struct gx_xport {
     bool checksum;                               /* GX_CHECKSUM: checksum what we send */
     int gdr;                                     /* branch gdr: 0 not asked, 1 yes, -1 no */
     char gdr_why[240];                           /* why not (xport_gdr.c) */
+    struct xp_svc *svc;                          /* windows and remote calls (xport_am.h),
+                                                    made on first use */
+    uint64_t polled;                             /* completions taken so far (atomic) */
 };
 
 /* An operation's protocol state (xp_op.state). */
 enum xp_state { XP_ST_NEW = 0, XP_ST_EAGER, XP_ST_RTS_SENT, XP_ST_WRITING, XP_ST_RNDV_RECV };
 
-/* Done with `status`: published to the waiter last. */
+/* Done with `status`: published to the waiter last, or handed to the
+ * service that owns the op (which may free it). */
 static inline void xp_op_finish(struct xp_op *op, int status)
 {
     op->status = status;
+    if (op->on_done) {
+        op->on_done(op);
+        return;
+    }
     __atomic_store_n(&op->done, true, __ATOMIC_RELEASE);
 }
 
@@ -113,6 +123,13 @@ void xp_op_fail(struct xp_op *op, int status, const char *fmt, ...)
  *  without one). */
 struct xp_op *xp_queue_take_tag(struct xp_op **head, struct xp_op **tail, uint32_t tag);
 void xp_release_send_slot(struct xp_slot *s);
+/** Post a message of `type` from a taken send slot (the slot is released
+ *  when the post fails). */
+int xp_post_msg(struct xp_peer *p, struct xp_slot *slot, int type, uint32_t tag,
+                const void *payload, size_t len);
+/** Start (or queue, when no send slot is free) a send or an active message
+ *  to the peer; GX_OK, or the error of a post that failed. */
+int xp_send_or_queue(struct xp_peer *p, struct xp_op *op);
 /** GX_FAULT corrupt: flip a bit of the next data message from the peer. */
 void xp_maybe_corrupt(struct xp_peer *p, uint32_t tag, void *data, size_t len);
 /** GX_FAULT regfail: GX_ENOMEM once when injected, else GX_OK. */

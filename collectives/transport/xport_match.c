@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "collectives/comm/comm_internal.h"
+#include "collectives/transport/xport_am.h"
 #include "collectives/transport/xport_internal.h"
 #include "common/crc32c.h"
 #include "common/log.h"
@@ -129,6 +130,10 @@ static void add_unexpected(struct xp_peer *p, uint8_t type, uint32_t tag, const 
 void xp_on_message(struct xp_peer *p, uint8_t type, uint32_t tag, void *data, size_t len,
                    int32_t cs)
 {
+    if (type == XP_MSG_AM || type == XP_MSG_AM_RTS) {
+        xp_am_arrived(p, type, data, len, cs >= 0); /* a window's or a call's service */
+        return;
+    }
     if (type == XP_MSG_CTS) {
         struct xp_cts cts;
         memcpy(&cts, data, sizeof(cts));
@@ -183,6 +188,10 @@ void xp_on_message(struct xp_peer *p, uint8_t type, uint32_t tag, void *data, si
 int xp_handle_cqe(struct gx_xport *x, const struct gx_fab_cqe *e)
 {
     uint8_t ctx_type = *(const uint8_t *)(uintptr_t)e->context;
+    if (ctx_type == XP_CTX_RMA) {
+        xp_rma_fabric_done(x, e); /* a window's one-sided write, read or atomic */
+        return GX_OK;
+    }
     if (ctx_type == XP_CTX_SEND_SLOT) {
         struct xp_slot *slot = (struct xp_slot *)(uintptr_t)e->context;
         struct xp_peer *p = slot->peer;

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "collectives/comm/comm_internal.h"
+#include "collectives/transport/xport_am.h"
 #include "collectives/transport/xport_internal.h"
 #include "common/crc32c.h"
 #include "common/log.h"
@@ -96,8 +97,8 @@ void xp_maybe_corrupt(struct xp_peer *p, uint32_t tag, void *data, size_t len)
             len / 2, len, p->rank);
 }
 
-static int post_msg(struct xp_peer *p, struct xp_slot *slot, int type, uint32_t tag,
-                    const void *payload, size_t len)
+int xp_post_msg(struct xp_peer *p, struct xp_slot *slot, int type, uint32_t tag,
+                const void *payload, size_t len)
 {
     if (payload != slot->buf)
         memcpy(slot->buf, payload, len);
@@ -152,7 +153,9 @@ void xp_fail_peer(struct xp_peer *p, int status, const char *why)
         for (struct xp_op *op = lists[l], *next; op; op = next) {
             next = op->next;
             xp_op_fail(op, status, "rank %d: %s with rank %d (tag %u) failed: %s", x->rank,
-                       op->kind == XP_OP_SEND ? "send" : "receive", p->rank, op->tag, why);
+                       op->kind == XP_OP_SEND ? "send"
+                       : op->kind == XP_OP_AM ? "active message" : "receive",
+                       p->rank, op->tag, why);
         }
     }
     for (int i = 0; i < XP_SEND_SLOTS; i++) {
@@ -170,6 +173,7 @@ void xp_fail_peer(struct xp_peer *p, int status, const char *why)
                        p->rank, op->tag, why);
         }
     }
+    xp_am_peer_failed(p, status, why); /* windows' and calls' answers it still owed */
 }
 
 /* ---- sending -------------------------------------------------------------- */
@@ -180,6 +184,8 @@ static int start_send(struct xp_peer *p, struct xp_op *op)
     struct xp_slot *slot = take_send_slot(p);
     if (!slot)
         return GX_INPROGRESS;
+    if (op->kind == XP_OP_AM)
+        return xp_am_start(p, slot, op);
     int rc;
     if (op->len <= x->eager_limit) {
         slot->op = op;
@@ -188,7 +194,7 @@ static int start_send(struct xp_peer *p, struct xp_op *op)
         if (rc != GX_OK)
             xp_release_send_slot(slot);
         else
-            rc = post_msg(p, slot, XP_MSG_EAGER, op->tag, op->dev ? slot->buf : op->buf,
+            rc = xp_post_msg(p, slot, XP_MSG_EAGER, op->tag, op->dev ? slot->buf : op->buf,
                           op->len);
     } else {
         op->id = x->next_send_id++;
@@ -196,7 +202,7 @@ static int start_send(struct xp_peer *p, struct xp_op *op)
         if (x->checksum && !op->dev) /* gx_xport_gdr_check refuses GX_CHECKSUM */
             rts.crc32c = gx_crc32c(0, op->buf, op->len);
         op->state = XP_ST_RTS_SENT;
-        rc = post_msg(p, slot, XP_MSG_RTS, op->tag, &rts, sizeof(rts));
+        rc = xp_post_msg(p, slot, XP_MSG_RTS, op->tag, &rts, sizeof(rts));
         if (rc == GX_OK) {
             op->next = p->rts_head;
             p->rts_head = op;
@@ -211,7 +217,7 @@ void xp_send_pending(struct xp_peer *p)
         struct xp_slot *slot = take_send_slot(p);
         struct xp_cts cts = p->ctl[0];
         memmove(p->ctl, p->ctl + 1, (size_t)(--p->ctl_count) * sizeof(p->ctl[0]));
-        int rc = post_msg(p, slot, XP_MSG_CTS, 0, &cts, sizeof(cts));
+        int rc = xp_post_msg(p, slot, XP_MSG_CTS, 0, &cts, sizeof(cts));
         if (rc != GX_OK) {
             xp_fail_peer(p, rc, "could not post a control message");
             return;
@@ -286,6 +292,16 @@ static void self_send_dev(struct xp_peer *p, uint32_t tag, const void *buf, size
         xp_on_message(p, XP_MSG_EAGER, tag, tmp, len, -1);
     free(tmp);
     xp_op_finish(op, rc);
+}
+
+int xp_send_or_queue(struct xp_peer *p, struct xp_op *op)
+{
+    int rc = GX_OK;
+    if (p->wait_head || (rc = start_send(p, op)) == GX_INPROGRESS) {
+        queue_push(&p->wait_head, &p->wait_tail, op);
+        rc = GX_OK;
+    }
+    return rc;
 }
 
 int gx_xport_send_mem(struct gx_xport *x, struct xp_op *op, int peer, uint32_t tag,

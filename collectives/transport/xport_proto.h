@@ -17,6 +17,12 @@ enum xp_msg_type {
     XP_MSG_EAGER = 1, /* payload = the message */
     XP_MSG_RTS = 2,   /* payload = struct xp_rts */
     XP_MSG_CTS = 3,   /* payload = struct xp_cts */
+    /* Active messages of the one-sided and remote-call services
+     * (xport_am.c): not matched by tag, handed to their service. */
+    XP_MSG_AM = 4,     /* payload = struct xp_am_hdr, then the body */
+    XP_MSG_AM_RTS = 5, /* payload = struct xp_rts, then struct xp_am_hdr; the body
+                          follows by write-with-immediate after the target's CTS,
+                          to where the service put it (a CTS status < 0 refuses) */
 };
 
 #define XP_WIRE_TAG(type, tag) (((uint64_t)(type) << 56) | ((uint64_t)XP_PROTO_VERSION << 48) | (tag))
@@ -45,5 +51,22 @@ struct xp_cts {
     uint64_t capacity;  /* receive size (for the error message) */
     struct gx_fab_rkey rkey;
 };
+
+/* An active message's header. `service` picks the receiver (enum xp_svc in
+ * xport_am.h); the other fields are the service's (xport_rma.c,
+ * xport_rpc.c say what each kind puts where). */
+struct xp_am_hdr {
+    uint8_t service;
+    uint8_t kind;
+    uint16_t flags;
+    uint32_t object;    /* rma: window id; rpc: handler id */
+    uint64_t id;        /* the origin's operation id, echoed by the answer */
+    uint64_t offset;    /* rma: target offset in bytes; rpc: deadline, ms from now */
+    uint64_t len;       /* rma: bytes the operation covers */
+    uint16_t dtype;     /* rma accumulate: enum gx_datatype */
+    uint16_t redop;     /* rma accumulate: enum gx_redop (or GX_REPLACE) */
+    int32_t status;     /* answers: GX_OK or why the target refused */
+};
+_Static_assert(sizeof(struct xp_am_hdr) == 40, "xp_am_hdr layout");
 
 #endif

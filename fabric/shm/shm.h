@@ -123,6 +123,8 @@ struct shm_txop {
     uint32_t rkey_index;
     uint64_t rkey_cookie;
     uint64_t seq; /* ring slot sequence once pushed */
+    bool onesided; /* post_write / post_read: done at post, only its completion waits */
+    int32_t status;
 };
 
 struct shm_rx {
@@ -187,6 +189,14 @@ int shm_post_recv(struct gx_fab_ep *ep, void *buf, size_t len, struct gx_fab_mr 
 int shm_post_write_imm(struct gx_fab_ep *ep, const void *buf, size_t len, struct gx_fab_mr *mr,
                        uint64_t raddr, const struct gx_fab_rkey *rkey, uint32_t imm,
                        uint64_t context);
+/* One-sided (GX_FAB_CAP_RMA): the origin copies straight into or out of the
+ * target's registered range with process_vm_writev/readv at post time; the
+ * target runs nothing. The range is checked against the packed key, which
+ * the target made for exactly its registration. */
+int shm_post_write(struct gx_fab_ep *ep, const void *buf, size_t len, struct gx_fab_mr *mr,
+                   uint64_t raddr, const struct gx_fab_rkey *rkey, uint64_t context);
+int shm_post_read(struct gx_fab_ep *ep, void *buf, size_t len, struct gx_fab_mr *mr,
+                  uint64_t raddr, const struct gx_fab_rkey *rkey, uint64_t context);
 
 /* shm_conn.c */
 int shm_listen(struct gx_fab_domain *dom, struct gx_fab_cq *cq, struct gx_fab_listener **out,

@@ -124,6 +124,11 @@ static void push_pending(struct shm_ep *ep)
         if (ep->out_head - oldest >= SHM_NSLOTS)
             return;
         struct shm_txop *op = &ep->txops[ep->tx_pushed % ep->depth];
+        if (op->onesided) { /* done already: takes no slot */
+            op->seq = ep->out_head;
+            ep->tx_pushed++;
+            continue;
+        }
         struct shm_slot *s = shm_slot_at(ep->seg, ep->out_ring, ep->out_head);
         s->op = op->op == GX_FAB_OP_SEND ? SHM_OP_SEND : SHM_OP_WRITE_IMM;
         s->inl = op->inl;
@@ -151,6 +156,13 @@ static void retire_outbound(struct shm_ep *ep)
     uint64_t tail = load_acquire(&ep->seg->ctl[ep->out_ring].tail);
     while (ep->tx_done < ep->tx_pushed) {
         struct shm_txop *op = &ep->txops[ep->tx_done % ep->depth];
+        if (op->onesided) {
+            struct gx_fab_cqe e = { .context = op->context, .ep = &ep->base, .op = op->op,
+                                    .len = op->len };
+            gx_fab_swcq_push(&ep->cq->sw, &e);
+            ep->tx_done++;
+            continue;
+        }
         if (op->seq >= tail)
             return;
         struct shm_slot *s = shm_slot_at(ep->seg, ep->out_ring, op->seq);
@@ -314,6 +326,7 @@ static int post_tx(struct shm_ep *ep, uint8_t op, const void *buf, size_t len, u
     t->raddr = raddr;
     t->rkey_index = key ? key->index : 0;
     t->rkey_cookie = key ? key->cookie : 0;
+    t->onesided = false;
     ep->tx_post++;
     push_pending(ep);
     return GX_OK;
@@ -342,6 +355,65 @@ int shm_post_write_imm(struct gx_fab_ep *base, const void *buf, size_t len, stru
     if (rc != GX_OK)
         return rc;
     return post_tx(ep, GX_FAB_OP_WRITE_IMM, buf, len, 0, imm, &key, raddr, context);
+}
+
+/* One-sided: copy now with the peer's address space, complete in order. */
+static int onesided(struct shm_ep *ep, uint8_t fab_op, void *local, size_t len, uint64_t raddr,
+                    const struct gx_fab_rkey *rkey, uint64_t context)
+{
+    int rc = post_check(ep);
+    if (rc != GX_OK)
+        return rc;
+    struct gx_fab_swkey key;
+    rc = gx_fab_swkey_unpack(&ep->base, rkey, raddr, len, &key);
+    if (rc != GX_OK)
+        return rc;
+    if (ep->tx_post - ep->tx_done >= ep->depth)
+        return GX_ENOMEM; /* queue full: poll, then post again */
+    char *at = local;
+    for (size_t left = len; left;) {
+        struct iovec l = { at, left }, r = { (void *)(uintptr_t)raddr, left };
+        ssize_t n = fab_op == GX_FAB_OP_WRITE ? process_vm_writev(ep->peer_pid, &l, 1, &r, 1, 0)
+                                              : process_vm_readv(ep->peer_pid, &l, 1, &r, 1, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            int err = n < 0 ? errno : EIO;
+            if (err == ESRCH) {
+                ep_fail(ep, GX_EPEER, err, "peer process %d is gone", (int)ep->peer_pid);
+                return GX_EPEER;
+            }
+            return gx_fail(GX_ESYSTEM, GX_SUB_FABRIC, "shm: %s: one-sided %s of %zu bytes at "
+                           "0x%" PRIx64 " failed: %s", ep->base.name,
+                           fab_op == GX_FAB_OP_WRITE ? "write" : "read", len, raddr,
+                           strerror(err));
+        }
+        at += n;
+        raddr += (uint64_t)n;
+        left -= (size_t)n;
+    }
+    struct shm_txop *t = &ep->txops[ep->tx_post % ep->depth];
+    memset(t, 0, sizeof(*t));
+    t->context = context;
+    t->op = fab_op;
+    t->len = len;
+    t->onesided = true;
+    ep->tx_post++;
+    push_pending(ep);
+    return GX_OK;
+}
+
+int shm_post_write(struct gx_fab_ep *base, const void *buf, size_t len, struct gx_fab_mr *mr,
+                   uint64_t raddr, const struct gx_fab_rkey *rkey, uint64_t context)
+{
+    return onesided((struct shm_ep *)base, GX_FAB_OP_WRITE, (void *)buf, len, raddr, rkey,
+                    context);
+}
+
+int shm_post_read(struct gx_fab_ep *base, void *buf, size_t len, struct gx_fab_mr *mr,
+                  uint64_t raddr, const struct gx_fab_rkey *rkey, uint64_t context)
+{
+    return onesided((struct shm_ep *)base, GX_FAB_OP_READ, buf, len, raddr, rkey, context);
 }
 
 int shm_post_recv(struct gx_fab_ep *base, void *buf, size_t len, struct gx_fab_mr *mr,

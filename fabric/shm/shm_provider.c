@@ -47,6 +47,7 @@ static int shm_domain_open(const struct gx_fab_provider *prov, const struct gx_f
     /* Let peers of this job read our buffers with process_vm_readv even when
      * Yama restricts ptrace to descendants (EINVAL without Yama: harmless). */
     (void)prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+    dom->base.caps = GX_FAB_CAP_RMA; /* the same permission lets one-sided ops write */
     *out = &dom->base;
     return GX_OK;
 }
@@ -130,5 +131,7 @@ const struct gx_fab_provider gx_fab_shm_provider = {
         .post_send = shm_post_send,
         .post_recv = shm_post_recv,
         .post_write_imm = shm_post_write_imm,
+        .post_write = shm_post_write,
+        .post_read = shm_post_read,
     },
 };

@@ -112,7 +112,8 @@ enum gx_redop {
     GX_MIN,
     GX_MAX,
     GX_AVG, /**< sum divided by the number of ranks */
-    GX_REDOP_COUNT
+    GX_REDOP_COUNT,
+    GX_REPLACE = 64, /**< gx_accumulate only: the origin's value replaces the target's */
 };
 
 /** Size in bytes of one element of `dtype`, or 0 for an invalid type. */
@@ -394,6 +395,8 @@ GX_API int gx_device_free(void *ptr);
 GX_API int gx_device_copy(void *dst, const void *src, size_t bytes);
 
 #include "gx/gx_ddp.h"
+#include "gx/gx_win.h"
+#include "gx/gx_rpc.h"
 
 #ifdef __cplusplus
 }
