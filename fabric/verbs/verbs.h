@@ -150,6 +150,8 @@ struct verbs_domain {
     uint32_t *qpgen;
     uint32_t nqptab;
     uint32_t max_inline;
+    int qp_access;                /* remote access of the data QPs: REMOTE_WRITE, widened to
+                                     READ (and ATOMIC) once a window registers (verbs_qp.c) */
     struct { uint32_t qpn; int type; } async_seen[16]; /* recent QP async events */
     unsigned async_next;
     int dmabuf;                    /* 1 supported, 0 not, -1 not probed */
@@ -217,6 +219,7 @@ struct verbs_qp {
     uint32_t rq_depth;
     uint32_t rq_out;           /* receive WQEs posted and not completed */
     bool in_error;
+    bool rts;                  /* connected (RTS): its access can be widened in place */
 };
 
 static inline uint64_t verbs_wr_id(const struct verbs_qp *q, unsigned type)
@@ -253,6 +256,12 @@ struct verbs_txop {
     struct gx_fab_rcache_entry *rce;
     bool flush_target;  /* write_imm: the target's owner flushes after it */
     bool device;        /* source is device memory: never IBV_SEND_INLINE (the CPU would copy it) */
+    bool rce_dst;       /* rce is of rc_dst (a READ's destination), not rc_src */
+    uint64_t msg_seq;   /* send / write_imm: its number among the endpoint's messages,
+                           which pairs it with the peer's receive of that number */
+    uint8_t atomic_op;  /* GX_FAB_OP_ATOMIC: enum gx_fab_atomic_op */
+    uint64_t operand, compare;
+    uint64_t *result;   /* GX_FAB_OP_ATOMIC: where the old value goes at completion */
 };
 
 enum verbs_flush_state { FLUSH_NONE = 0, FLUSH_POSTED = 1, FLUSH_DONE = 2 };
@@ -311,8 +320,12 @@ struct verbs_ep {
     uint64_t *flush_fifo;         /* receive number of each READ, in post order */
     uint64_t flush_posted, flush_done;
 
+    uint64_t *atom_buf;           /* one-sided atomics' results land here (slot per tx op) */
+    struct ibv_mr *atom_mr;
+
     struct verbs_txop *tx;        /* ring of depth */
     uint64_t tx_post, tx_issued, tx_done;
+    uint64_t tx_msgs;             /* sends and write_imms posted (one-sided ops are not) */
     struct verbs_rxslot *rx;      /* ring of depth */
     uint64_t rx_post, rx_cts, rx_done;
 
@@ -328,6 +341,38 @@ struct verbs_ep {
     bool bye_sent;
     struct verbs_rdmacm_ep *rdmacm; /* GX_IB_CM=rdmacm: the QPs' CM ids */
 };
+
+/* verbs_qp.c */
+int verbs_rd_atomic_depth(const struct verbs_domain *dom);
+/** A registration grants remote read or atomics (a one-sided window): let
+ *  the data QPs serve them too, the connected ones at once and later ones
+ *  when they connect. Until then QPs allow remote write only. */
+void verbs_qps_widen(struct verbs_domain *dom, unsigned fab_access);
+
+/* verbs_rma.c: one-sided write, read and 8-byte atomics (GX_FAB_CAP_RMA,
+ * GX_FAB_CAP_ATOMIC). They take a slot of the endpoint's tx ring like the
+ * other posts, are issued in order with them but need no clear-to-send, and
+ * complete when their one signaled WR does. */
+int verbs_post_write(struct gx_fab_ep *ep, const void *buf, size_t len, struct gx_fab_mr *mr,
+                     uint64_t raddr, const struct gx_fab_rkey *rkey, uint64_t context);
+int verbs_post_read(struct gx_fab_ep *ep, void *buf, size_t len, struct gx_fab_mr *mr,
+                    uint64_t raddr, const struct gx_fab_rkey *rkey, uint64_t context);
+int verbs_post_atomic(struct gx_fab_ep *ep, enum gx_fab_atomic_op op, uint64_t operand,
+                      uint64_t compare, uint64_t *result, uint64_t raddr,
+                      const struct gx_fab_rkey *rkey, uint64_t context);
+static inline bool verbs_op_onesided(uint8_t op)
+{
+    return op == GX_FAB_OP_WRITE || op == GX_FAB_OP_READ || op == GX_FAB_OP_ATOMIC;
+}
+/** Issue tx op `k` (one-sided) on QP 0; false when the send queue is full. */
+bool verbs_rma_issue(struct verbs_ep *ep, struct verbs_txop *op, uint64_t k);
+/** Check a packed key for [raddr, raddr+len) with `access`; GX_OK or EINVAL. */
+int verbs_rkey_check(struct verbs_ep *ep, const struct gx_fab_rkey *rkey, uint64_t raddr,
+                     size_t len, unsigned access, const char *what, uint32_t *rkey_out,
+                     uint32_t *access_out);
+/** Take a tx slot for a one-sided op (queue full: GX_ENOMEM) and issue what can go. */
+int verbs_post_tx_slot(struct verbs_ep *ep, struct verbs_txop **out);
+void verbs_issue_tx(struct verbs_ep *ep);
 
 /* verbs_data.c */
 int verbs_ep_alloc(struct verbs_domain *dom, struct verbs_cq *cq, int nqps, uint32_t depth,

@@ -54,7 +54,7 @@ void verbs_ep_flush_all(struct verbs_ep *ep, int status, int prov_err, enum verb
         e.op = op->op;
         e.flags = first == FAIL_TX ? 0 : GX_FAB_CQE_FLUSHED;
         first = FAIL_NONE;
-        verbs_key_put(dom, dom->rc_src, op->rce);
+        verbs_key_put(dom, op->rce_dst ? dom->rc_dst : dom->rc_src, op->rce);
         op->rce = NULL;
         gx_fab_swcq_push(&ep->cq->sw, &e);
     }
@@ -180,15 +180,26 @@ static int write_span(struct verbs_ep *ep, struct verbs_qp *q, const char *src, 
     return GX_OK;
 }
 
-/* Issue sends and writes, in post order, whose clear-to-send has arrived. */
-static void issue_tx(struct verbs_ep *ep)
+/* Issue sends and writes, in post order, whose clear-to-send has arrived
+ * (one-sided operations need none). */
+void verbs_issue_tx(struct verbs_ep *ep)
 {
     while (ep->tx_issued < ep->tx_post && ep->state == VEP_ESTABLISHED) {
         uint64_t k = ep->tx_issued;
         uint32_t i = (uint32_t)(k % ep->depth);
         struct verbs_txop *op = &ep->tx[i];
-        const struct gx_verbs_cts *c = &ep->cts_in[i];
-        uint32_t want = (uint32_t)(k + 1);
+        if (verbs_op_onesided(op->op)) {
+            if (!verbs_rma_issue(ep, op, k))
+                return; /* the send queue is full: retried from progress */
+            ep->tx_issued++;
+            continue;
+        }
+        /* Messages are numbered apart from the ring: one-sided ops take a
+         * ring slot but no receive, and message m pairs with receive m. */
+        uint64_t msg = op->msg_seq;
+        uint32_t mi = (uint32_t)(msg % ep->depth);
+        const struct gx_verbs_cts *c = &ep->cts_in[mi];
+        uint32_t want = (uint32_t)(msg + 1);
         if (__atomic_load_n(&c->seq, __ATOMIC_ACQUIRE) != want ||
             __atomic_load_n(&c->seq_head, __ATOMIC_ACQUIRE) != want)
             return; /* the peer has not posted receive k yet */
@@ -225,7 +236,7 @@ static void issue_tx(struct verbs_ep *ep)
                 return; /* a send queue is full: retried from progress */
         }
         op->pending = (uint8_t)(1 + used);
-        uint32_t seq32 = (uint32_t)k;
+        uint32_t seq32 = (uint32_t)msg;
         for (int s = 1; s < m; s++) {
             if (!cl[s])
                 continue;
@@ -236,7 +247,7 @@ static void issue_tx(struct verbs_ep *ep)
         if (cl[0] && write_span(ep, &ep->qps[0], op->buf, cl[0], op->lkey, dst, rkey, NULL,
                                 NO_OP, !op->device) != GX_OK)
             return;
-        struct gx_verbs_fin *f = &ep->fin_out[i];
+        struct gx_verbs_fin *f = &ep->fin_out[mi];
         f->len = op->len;
         f->tag = op->tag;
         f->imm = op->imm;
@@ -251,7 +262,7 @@ static void issue_tx(struct verbs_ep *ep)
             f->flush_rkey = op->rkey;
         }
         if (post_write(ep, &ep->qps[0], f, sizeof(*f), ep->ring_out_mr->lkey,
-                       ep->peer.fin_addr + (uint64_t)i * sizeof(*f), ep->peer.fin_rkey, &seq32, k,
+                       ep->peer.fin_addr + (uint64_t)mi * sizeof(*f), ep->peer.fin_rkey, &seq32, k,
                        true) != GX_OK)
             return;
         ep->tx_issued++;
@@ -266,7 +277,7 @@ void verbs_ep_progress(struct gx_fab_ep *base)
     if (ep->rx_cts < ep->rx_post)
         issue_cts(ep);
     if (ep->tx_issued < ep->tx_post)
-        issue_tx(ep);
+        verbs_issue_tx(ep);
 }
 
 /* ---- completions ---------------------------------------------------------- */
@@ -284,8 +295,11 @@ static void complete_tx(struct verbs_ep *ep)
                           op->len, op->tag, ep->base.peer_rank, op->peer_len);
             return;
         }
-        verbs_key_put(dom, dom->rc_src, op->rce);
+        verbs_key_put(dom, op->rce_dst ? dom->rc_dst : dom->rc_src, op->rce);
         op->rce = NULL;
+        if (op->op == GX_FAB_OP_ATOMIC && op->result)
+            *op->result = __atomic_load_n(&ep->atom_buf[ep->tx_done % ep->depth],
+                                          __ATOMIC_ACQUIRE);
         struct gx_fab_cqe e = { .context = op->context, .ep = &ep->base, .op = op->op,
                                 .len = op->len };
         gx_fab_swcq_push(&ep->cq->sw, &e);
@@ -438,8 +452,10 @@ static int post_tx(struct verbs_ep *ep, uint8_t fab_op, const void *buf, size_t 
     op->trunc = false;
     op->flush_target = flush_target;
     op->device = mr && mr->type == GX_FAB_MEM_CUDA;
+    op->rce_dst = false;
+    op->msg_seq = ep->tx_msgs++;
     ep->tx_post++;
-    issue_tx(ep);
+    verbs_issue_tx(ep);
     return GX_OK;
 }
 

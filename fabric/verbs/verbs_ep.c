@@ -116,6 +116,9 @@ void verbs_ep_free(struct verbs_ep *ep)
         verbs_qp_destroy(ep, &ep->qps[i]);
     api->dereg_mr(ep->ring_in_mr);
     api->dereg_mr(ep->ring_out_mr);
+    if (ep->atom_mr)
+        api->dereg_mr(ep->atom_mr);
+    free(ep->atom_buf);
     gx_fab_swcq_detach(&ep->cq->sw, &ep->base, 2 * ep->depth);
     ep->hw->reserved -= (int)ep->cq_need;
     if (ep->fd >= 0)

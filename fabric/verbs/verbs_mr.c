@@ -31,6 +31,8 @@ int verbs_access_flags(unsigned access, enum gx_fab_mem_type type, bool flush_re
     if ((access & GX_FAB_ACCESS_REMOTE_READ) ||
         (flush_read && (access & GX_FAB_ACCESS_REMOTE_WRITE)))
         f |= IBV_ACCESS_REMOTE_READ;
+    if (access & GX_FAB_ACCESS_REMOTE_ATOMIC)
+        f |= IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_ATOMIC; /* the spec ties them */
     (void)type;
     return f;
 }
@@ -74,6 +76,8 @@ int verbs_mr_reg(struct gx_fab_domain *base, void *addr, size_t len, enum gx_fab
      * flush QP: remote read on exactly those registrations. */
     m->flush_read = (access & GX_FAB_ACCESS_REMOTE_WRITE) && verbs_flush_needed(dom, type);
     int flags = verbs_access_flags(access, type, m->flush_read);
+    if (access & (GX_FAB_ACCESS_REMOTE_READ | GX_FAB_ACCESS_REMOTE_ATOMIC))
+        verbs_qps_widen(dom, access); /* a one-sided window: its peers' reads reach the QPs */
     /* A zero-length registration still yields keys: register one byte. */
     void *raddr = addr ? addr : (void *)m;
     size_t rlen = len ? len : 1;

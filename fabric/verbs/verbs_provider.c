@@ -62,6 +62,11 @@ static int verbs_domain_open(const struct gx_fab_provider *prov,
                      dom->port.dev);
         goto err_close_dev;
     }
+    /* One-sided windows: RDMA write/read always; atomics where they are
+     * atomic with the CPU's own too (gx applies other accumulates there). */
+    dom->qp_access = IBV_ACCESS_REMOTE_WRITE;
+    dom->base.caps = GX_FAB_CAP_RMA |
+                     (dom->dattr.atomic_cap == IBV_ATOMIC_GLOB ? GX_FAB_CAP_ATOMIC : 0);
     dom->pd = api->alloc_pd(dom->ctx);
     if (!dom->pd) {
         rc = gx_fail(GX_ENOMEM, GX_SUB_FABRIC, "verbs: ibv_alloc_pd(%s) failed: %m",
@@ -279,5 +284,8 @@ const struct gx_fab_provider gx_fab_verbs_provider = {
         .post_send = verbs_post_send,
         .post_recv = verbs_post_recv,
         .post_write_imm = verbs_post_write_imm,
+        .post_write = verbs_post_write,
+        .post_read = verbs_post_read,
+        .post_atomic = verbs_post_atomic,
     },
 };

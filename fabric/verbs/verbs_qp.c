@@ -115,7 +115,7 @@ int verbs_qp_create(struct verbs_ep *ep, struct verbs_qp *q, int index)
     a.qp_state = IBV_QPS_INIT;
     a.pkey_index = 0;
     a.port_num = (uint8_t)dom->port.port;
-    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE; /* peers write; nobody reads */
+    a.qp_access_flags = dom->qp_access; /* peers write; reads and atomics once a window asks */
     int err = api->modify_qp(q->qp, &a,
                              IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
     if (err) {
@@ -139,6 +139,15 @@ err_destroy:
     return rc;
 }
 
+/* READs and atomics in flight per QP, both ways (one-sided windows). */
+int verbs_rd_atomic_depth(const struct verbs_domain *dom)
+{
+    int d = dom->dattr.max_qp_rd_atom < dom->dattr.max_qp_init_rd_atom
+                ? dom->dattr.max_qp_rd_atom
+                : dom->dattr.max_qp_init_rd_atom;
+    return d < 1 ? 1 : d > 16 ? 16 : d;
+}
+
 int verbs_qp_to_rtr_rts(struct verbs_ep *ep, struct verbs_qp *q, const struct gx_verbs_conn *peer,
                         int index)
 {
@@ -151,7 +160,7 @@ int verbs_qp_to_rtr_rts(struct verbs_ep *ep, struct verbs_qp *q, const struct gx
     a.path_mtu = peer->mtu && peer->mtu < mine ? (enum ibv_mtu)peer->mtu : mine;
     a.dest_qp_num = peer->qpn[index];
     a.rq_psn = peer->psn[index];
-    a.max_dest_rd_atomic = 1;
+    a.max_dest_rd_atomic = (uint8_t)verbs_rd_atomic_depth(dom);
     a.min_rnr_timer = 12;
     a.ah_attr.port_num = (uint8_t)dom->port.port;
     a.ah_attr.sl = (uint8_t)s->sl;
@@ -181,14 +190,44 @@ int verbs_qp_to_rtr_rts(struct verbs_ep *ep, struct verbs_qp *q, const struct gx
     /* Receiver-driven flow control never lets a write find no receive WQE:
      * an RNR is a gx bug and should surface at once, not be retried. */
     a.rnr_retry = 0;
-    a.max_rd_atomic = 1;
+    a.max_rd_atomic = (uint8_t)verbs_rd_atomic_depth(dom);
+    /* A window registered meanwhile (never for the loopback flush QP). */
+    int widened = dom->qp_access != IBV_ACCESS_REMOTE_WRITE && q != &ep->flush_qp;
+    a.qp_access_flags = dom->qp_access;
     err = dom->api->modify_qp(q->qp, &a,
                               IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                  IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
+                                  IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC |
+                                  (widened ? IBV_QP_ACCESS_FLAGS : 0));
     if (err)
         return gx_fail(GX_ECONNECT, GX_SUB_FABRIC, "verbs: %s: QP 0x%x to RTS failed: %s",
                        ep->base.name, q->qp->qp_num, strerror(err));
+    q->rts = true;
     return GX_OK;
+}
+
+void verbs_qps_widen(struct verbs_domain *dom, unsigned fab_access)
+{
+    int want = dom->qp_access;
+    if (fab_access & GX_FAB_ACCESS_REMOTE_READ)
+        want |= IBV_ACCESS_REMOTE_READ;
+    if ((fab_access & GX_FAB_ACCESS_REMOTE_ATOMIC) && dom->dattr.atomic_cap != IBV_ATOMIC_NONE)
+        want |= IBV_ACCESS_REMOTE_ATOMIC;
+    if (want == dom->qp_access)
+        return;
+    dom->qp_access = want;
+    for (uint32_t s = 0; s < dom->nqptab; s++) {
+        struct verbs_qp *q = dom->qptab[s];
+        if (!q || !q->qp || !q->rts || q->in_error || q == &q->ep->flush_qp)
+            continue;
+        struct ibv_qp_attr a;
+        memset(&a, 0, sizeof(a));
+        a.qp_access_flags = want;
+        int err = dom->api->modify_qp(q->qp, &a, IBV_QP_ACCESS_FLAGS);
+        if (err)
+            GX_WARN(GX_SUB_FABRIC, "verbs: %s: QP 0x%x: widening its access for one-sided "
+                    "reads and atomics failed: %s (those to this rank will fail)",
+                    q->ep->base.name, q->qp->qp_num, strerror(err));
+    }
 }
 
 void verbs_qp_to_error(struct verbs_ep *ep, struct verbs_qp *q)

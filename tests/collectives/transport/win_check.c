@@ -62,6 +62,9 @@ static void run_op(struct gx_win *win, int t, size_t base, const struct wm_op *o
     size_t es = gx_datatype_size(op->dtype), off = base + op->offset;
     struct gx_request *req = NULL;
     int rc;
+    if (getenv("WIN_TRACE"))
+        fprintf(stderr, "rank %d: op %d%s %zu x %s at %zu of rank %d\n", my_rank, op->kind,
+                op->request ? " (request)" : "", op->count, gx_datatype_name(op->dtype), off, t);
     if (op->kind == WM_PUT)
         rc = op->request ? gx_iput(win, op->data, op->count, op->dtype, t, off, &req)
                          : gx_put(win, op->data, op->count, op->dtype, t, off);

@@ -298,7 +298,8 @@ void sv_fill_device_attr(struct sv_ctx *c, struct ibv_device_attr *a)
 	a->max_qp_rd_atom = SV_MAX_RD_ATOM;
 	a->max_res_rd_atom = SV_MAX_RD_ATOM * SV_MAX_QP;
 	a->max_qp_init_rd_atom = SV_MAX_RD_ATOM;
-	a->atomic_cap = IBV_ATOMIC_HCA; /* 8-byte CAS and fetch-add, sv_resp.c */
+	a->atomic_cap = IBV_ATOMIC_GLOB; /* 8-byte CAS and fetch-add, sv_resp.c: done by the
+					  * target process with the CPU's own atomics */
 	a->max_srq = 4096;
 	a->max_srq_wr = SV_MAX_SRQ_WR;
 	a->max_srq_sge = SV_MAX_SGE;

@@ -19,7 +19,7 @@ for link in ib roce; do
 	done
 	grep -q "hca_id:.*softverbs0" "$tmp/a" || fail "no softverbs0"
 	grep -q "phys_port_cnt:[[:space:]]*1" "$tmp/a" || fail "phys_port_cnt is not 1"
-	grep -q "atomic_cap:[[:space:]]*ATOMIC_HCA" "$tmp/a" || fail "atomic_cap is not ATOMIC_HCA"
+	grep -q "atomic_cap:[[:space:]]*ATOMIC_GLOB" "$tmp/a" || fail "atomic_cap is not ATOMIC_GLOB"
 	gid=$(grep "GID\[ *0\]" "$tmp/a")
 	[ -n "$gid" ] || fail "no GID[0] line"
 	if [ $link = roce ]; then
