@@ -214,6 +214,7 @@ int xp_rpc_call_start(struct gx_xport *x, int target, uint32_t id, const void *a
     c->hdr = (struct xp_am_hdr){ .service = XP_SVC_RPC, .kind = XP_RPC_CALL, .object = id,
                                  .id = c->id, .offset = (uint64_t)(ms > 0 ? ms : 0) };
     wait_for_reply(st, c);
+    *out = c; /* before anyone can run its callback (under this lock) */
     if (self) { /* to this rank: straight to the runners */
         *self = (struct xp_rpc_incoming){ .x = x, .caller = x->rank, .handler = id,
                                           .id = c->id, .deadline = deadline, .len = len };
@@ -227,12 +228,12 @@ int xp_rpc_call_start(struct gx_xport *x, int target, uint32_t id, const void *a
         if (rc != GX_OK) {
             unwait(c);
             free(c);
+            *out = NULL;
             pthread_mutex_unlock(&x->lock);
             return rc;
         }
     }
     pthread_mutex_unlock(&x->lock);
-    *out = c;
     return GX_OK;
 }
 
