@@ -1,4 +1,5 @@
-/* p2p.c - the public point-to-point API over the communicator's transport. */
+/* p2p.c - the public point-to-point API over the communicator's transport
+ * (GX_ANY_SOURCE receives: xport.h, XP_ANY_PEER). */
 #include <limits.h>
 #include <stdint.h>
 
@@ -8,7 +9,8 @@
 #include "common/log.h"
 
 static int check_p2p(struct gx_comm *comm, const void *buf, size_t count,
-                     enum gx_datatype dtype, int peer, int tag, const char *fn, size_t *bytes)
+                     enum gx_datatype dtype, int peer, int tag, bool send, const char *fn,
+                     size_t *bytes)
 {
     if (!comm)
         return gx_fail(GX_EINVAL, GX_SUB_COLL, "%s: comm is NULL", fn);
@@ -20,9 +22,12 @@ static int check_p2p(struct gx_comm *comm, const void *buf, size_t count,
                        count, gx_datatype_name(dtype));
     if (!buf && count)
         return gx_fail(GX_EINVAL, GX_SUB_COLL, "%s: buf is NULL with count %zu", fn, count);
-    if (peer < 0 || peer >= comm->size)
+    if (peer == GX_ANY_SOURCE && send)
+        return gx_fail(GX_EINVAL, GX_SUB_COLL, "%s: peer is GX_ANY_SOURCE, which only a receive "
+                       "takes", fn);
+    if ((peer < 0 && peer != GX_ANY_SOURCE) || peer >= comm->size)
         return gx_fail(GX_EINVAL, GX_SUB_COLL, "%s: peer %d is out of range for a communicator "
-                       "of %d ranks", fn, peer, comm->size);
+                       "of %d ranks (or GX_ANY_SOURCE for a receive)", fn, peer, comm->size);
     if (tag < 0)
         return gx_fail(GX_EINVAL, GX_SUB_COLL, "%s: tag %d is negative (tags are 0..%d)", fn, tag,
                        INT_MAX);
@@ -48,7 +53,7 @@ static int p2p_start(struct gx_comm *comm, void *buf, size_t count, enum gx_data
 {
     const char *fn = send ? "gx_isend" : "gx_irecv";
     size_t bytes = 0;
-    int rc = check_p2p(comm, buf, count, dtype, peer, tag, fn, &bytes);
+    int rc = check_p2p(comm, buf, count, dtype, peer, tag, send, fn, &bytes);
     if (rc != GX_OK)
         return rc;
     struct gx_request *req = gx_request_new(comm, send ? "send" : "receive", p2p_step);
@@ -75,7 +80,8 @@ static int p2p_start(struct gx_comm *comm, void *buf, size_t count, enum gx_data
     buf = send ? (void *)sbuf : rbuf;
     rc = send ? gx_xport_send_mem(comm->xport, &req->u.p2p.op, peer, (uint32_t)tag, buf,
                                   bytes, dev)
-              : gx_xport_recv_mem(comm->xport, &req->u.p2p.op, peer, (uint32_t)tag, buf,
+              : gx_xport_recv_mem(comm->xport, &req->u.p2p.op,
+                                  peer == GX_ANY_SOURCE ? XP_ANY_PEER : peer, (uint32_t)tag, buf,
                                   bytes, dev);
     if (rc != GX_OK) {
         gx_request_discard(req);
@@ -145,5 +151,22 @@ GX_API int gx_request_count(const struct gx_request *req, size_t *count_out)
     if (req->step != p2p_step || req->u.p2p.op.kind != XP_OP_RECV)
         return gx_fail(GX_EINVAL, GX_SUB_COLL, "gx_request_count: not a receive request");
     *count_out = req->u.p2p.op.received / req->u.p2p.elem_size;
+    return GX_OK;
+}
+
+GX_API int gx_request_source(const struct gx_request *req, int *source_out)
+{
+    if (!req || !source_out)
+        return gx_fail(GX_EINVAL, GX_SUB_COLL, "gx_request_source: %s is NULL",
+                       req ? "source_out" : "req");
+    if (!req->done)
+        return gx_fail(GX_ESTATE, GX_SUB_COLL, "gx_request_source: the request has not "
+                       "completed");
+    if (req->step != p2p_step || req->u.p2p.op.kind != XP_OP_RECV)
+        return gx_fail(GX_EINVAL, GX_SUB_COLL, "gx_request_source: not a receive request");
+    if (req->status != GX_OK || req->u.p2p.op.peer < 0)
+        return gx_fail(GX_ESTATE, GX_SUB_COLL, "gx_request_source: the receive failed (%s), "
+                       "so it has no sender", gx_strerror(req->status));
+    *source_out = req->u.p2p.op.peer;
     return GX_OK;
 }
