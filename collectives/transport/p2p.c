@@ -2,6 +2,7 @@
  * (GX_ANY_SOURCE receives: xport.h, XP_ANY_PEER). */
 #include <limits.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "collectives/comm/request.h"
 #include "collectives/comm/gdr.h"
@@ -116,8 +117,12 @@ static int complete(struct gx_request *req, size_t *count_out)
         *count_out = req->u.p2p.op.received / req->u.p2p.elem_size;
     if (rc == GX_ETIMEOUT) {
         /* The operation still references the caller's buffer: stop the
-         * communicator rather than leave a hidden write behind. */
+         * communicator rather than leave a hidden write behind. The caller
+         * hears why (the deadline), not the abort's account. */
+        char why[512];
+        snprintf(why, sizeof(why), "%s", gx_last_error());
         gx_comm_abort(req->comm);
+        gx_set_last_error(why);
     }
     gx_request_free(req);
     return rc;
