@@ -12,9 +12,13 @@
  *                          receive: it fails naming rank 1, and so does the
  *                          next wildcard post
  *   p2p_any_check timeout  nobody sends: the wildcard receive fails with
- *                          GX_ETIMEOUT at the communicator's deadline
+ *                          GX_ETIMEOUT at the communicator's deadline, whose
+ *                          message names where it came from: GX_TIMEOUT (set
+ *                          to 2 by the test), or with the argument "config"
+ *                          a gx_config's op_timeout_ms of 2000
  */
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -179,8 +183,11 @@ int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     const char *mode = argc > 1 ? argv[1] : "all";
+    bool config = argc > 2 && strcmp(argv[2], "config") == 0;
+    struct gx_config cfg = GX_CONFIG_INIT;
+    cfg.op_timeout_ms = config ? 2000 : 0;
     struct gx_comm *comm;
-    int rc = gx_comm_init_env(&comm);
+    int rc = gx_comm_init(&cfg, &comm);
     CHECK(rc == GX_OK, "init: %s", gx_strerror(rc));
     my_rank = gx_comm_rank(comm);
     CHECK(gx_comm_size(comm) >= 2 && gx_comm_size(comm) <= 64, "needs 2..64 ranks");
@@ -217,8 +224,10 @@ int main(int argc, char **argv)
             double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
             CHECK(rc == GX_ETIMEOUT, "returned %s after %.1f s", gx_strerror(rc), s);
             CHECK(s >= 1.9, "timed out after %.1f s, before GX_TIMEOUT=2", s);
-            CHECK(strstr(gx_last_error(), "GX_TIMEOUT"), "the message does not name "
-                  "GX_TIMEOUT, where the deadline came from: %s", gx_last_error());
+            const char *source = config ? "the op_timeout_ms of its gx_config (2000 ms)"
+                                        : "GX_TIMEOUT (2000 ms)";
+            CHECK(strstr(gx_last_error(), source), "the message does not name %s, where the "
+                  "deadline came from: %s", source, gx_last_error());
             printf("PASS rank 0: timed out after %.1f s: %s\n", s, gx_last_error());
         } else {
             sleep(4); /* alive past rank 0's deadline: its receive must time out */
