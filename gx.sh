@@ -2,12 +2,14 @@
 # gx.sh - build, demo and test gx on a Debian 12 machine.
 #
 #   ./gx.sh demo            install what is missing, build, run the demo job
-#   ./gx.sh test [--long] [--chaos] [--quick]
+#   ./gx.sh test [--long] [--chaos] [--quick] [--torchsuite]
 #                           install what is missing, build with tests, run ctest;
 #                           then rebuild with ASan+UBSan and with TSan and run
 #                           the suites marked for them (--quick skips those);
 #                           --long adds soaks and sweeps, --chaos the chaos
-#                           trials (random kills; figures in chaos-report.txt)
+#                           trials (random kills; figures in chaos-report.txt),
+#                           --torchsuite PyTorch's whole distributed suite, gx
+#                           against gloo (build/torchsuite/summary.md)
 #   ./gx.sh build           configure and build only
 #   ./gx.sh deps [test]     install (or, when not root, print) the Debian packages
 #
@@ -95,11 +97,13 @@ test)
     long=0
     quick=0
     chaos=0
+    torchsuite=0
     for a in "$@"; do
         case "$a" in
         --long) long=1 ;;
         --quick) quick=1 ;;
         --chaos) chaos=1 ;;
+        --torchsuite) torchsuite=1 ;;
         *) echo "gx.sh test: unknown option $a" >&2; exit 2 ;;
         esac
     done
@@ -108,9 +112,13 @@ test)
     say "running the test suite"
     args=(--test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" --timeout 600 "${RETRY[@]}")
     if [ $long -eq 1 ]; then
-        ctest "${args[@]}" -LE chaos
+        ctest "${args[@]}" -LE 'chaos|torchsuite'
     else
-        ctest "${args[@]}" -LE 'long|chaos'
+        ctest "${args[@]}" -LE 'long|chaos|torchsuite'
+    fi
+    if [ $torchsuite -eq 1 ]; then
+        say "PyTorch's distributed suite, gx against gloo (about 15 minutes)"
+        ctest --test-dir "$BUILD_DIR" --output-on-failure -L torchsuite
     fi
     if [ $chaos -eq 1 ]; then
         say "chaos trials (random kills and stops; about 15 minutes)"

@@ -17,6 +17,10 @@
 #    (GX_GPU_CHUNK), GX_GDR over tcp (auto stages, on refuses: GPUDirect
 #    into a NIC needs an RDMA NIC, which this machine lacks);
 #    the torch backend "gx" on CUDA tensors against NCCL (torch_cuda_check.py);
+#    PyTorch's own distributed suite, gx against gloo, 2 ranks, time-boxed to
+#    4 minutes (tests/torch/dist_suite.py; per-test results in
+#    perf/results/torchsuite-<gpu>-<date>/; with fewer GPUs than ranks the
+#    suite skips every test, so it then runs on the CPU);
 #    NCCL's own all-reduce through gx's net plugin vs NCCL Socket
 #    (nccl_plugin_check.py);
 #    DDP with device buckets (gpu_ddp_device_check) and examples/ddp_mlp_cuda;
@@ -172,6 +176,15 @@ echo "## torch.distributed backend gx, CUDA tensors"
 run "torch backend gx, CUDA tensors x2" env PYTHONPATH="$src/python" \
     GX_LIBRARY="$build/lib/libgx.so" "$(command -v python3 || echo python3)" \
     "$here/torch_cuda_check.py" --nproc 2
+
+# PyTorch's distributed_test.py as test_distributed_spawn.py runs it, gx
+# against gloo (issue 30): a test that passes for gloo must pass for gx.
+echo "## PyTorch's distributed suite, gx against gloo"
+suite_dir="$src/perf/results/torchsuite-$gpu_name-$stamp"
+run "torch suite gx vs gloo x2 (4 min box)" env PYTHONPATH="$src/python" \
+    GX_LIBRARY="$build/lib/libgx.so" "$(command -v python3 || echo python3)" \
+    "$src/tests/torch/dist_suite.py" --world-sizes 2 --time-box 240 --results "$suite_dir"
+[ -f "$suite_dir/summary.md" ] && sed -n '1,/^## Skipped/p' "$suite_dir/summary.md" | sed 's/^/    /'
 
 # NCCL itself through gx's net plugin (issue 17): two processes on the GPU
 # with their own NCCL_HOSTID, torch.distributed NCCL all-reduce correct over
