@@ -27,7 +27,10 @@ ReplicatedTensor path on in the suite's rank processes, and it fails on
 Python 3.11 whatever the backend. --start spawn starts the rank processes
 exactly as test_distributed_spawn.py does; the default forkserver forks
 them from a process that imported the suite once (same tests, same
-per-test timeout, a fraction of the time on few cores). --time-box stops
+per-test timeout, a fraction of the time on few cores), except in a run
+that uses CUDA devices, which spawns. With CUDA present but fewer devices
+than ranks the suite's own _run skips every test whatever the backend, so
+such a world size runs with the devices hidden (said in the summary). --time-box stops
 starting tests after S seconds (the rest are reported "not run"), for a
 bounded step such as tests/gpu/run.sh. Exit status: 0 conformant, 1 not,
 77 when torch is missing.
@@ -75,7 +78,9 @@ def parse_args(argv):
     ap.add_argument("--match", default="", help="only tests whose name matches this regex")
     ap.add_argument("--time-box", type=float, default=0, help="seconds; 0 = none")
     ap.add_argument("--results", default="", help="directory for the per-test results")
-    ap.add_argument("--start", choices=["forkserver", "spawn"], default="forkserver")
+    ap.add_argument("--start", choices=["forkserver", "spawn"], default="",
+                    help="how rank processes start (default: forkserver, or spawn when the "
+                    "run uses CUDA devices: the server's import may have touched CUDA)")
     ap.add_argument("--no-beyond", action="store_true",
                     help="skip the tests the suite reserves for gloo or MPI by name")
     return ap.parse_args(argv)
@@ -89,16 +94,20 @@ class Run:
         self.started = time.time()
 
     def share(self):
-        """The deadline of the next run: an equal share of what is left."""
+        """The next run's budget in seconds, from its first test: an equal
+        share of what is left (at least 1 s, so it starts one test)."""
         if not self.end:
             return 0
         left = max(0.0, self.end - time.time())
-        return time.time() + left / max(1, self.children_left)
+        return max(1.0, left / max(1, self.children_left))
 
     def child(self, backend, ws, tests, view="", listing=False, cuda=True):
-        """One dist_suite_child run; returns its JSON."""
+        """One dist_suite_child run; returns its JSON. cuda: the run may use
+        CUDA devices (else they are hidden)."""
+        start = self.args.start or ("spawn" if cuda and self.ngpu else "forkserver")
+        self.meta.setdefault("start", set()).add(start)
         tag = f"ws{ws}-{backend}{'-as-' + view if view else ''}{'-list' if listing else ''}"
-        deadline = 0 if listing else self.share()
+        budget = 0 if listing else self.share()
         if not listing:
             self.children_left -= 1
         out = os.path.join(self.workdir, f"{tag}.json")
@@ -106,8 +115,8 @@ class Run:
         env = dict(os.environ, BACKEND=backend, WORLD_SIZE=str(ws), TEMP_DIR=tmp,
                    INIT_METHOD=f"file://{tmp}/shared_init_file", DIST_SUITE_OUT=out,
                    DIST_SUITE_VIEW=view, DIST_SUITE_TESTS=",".join(tests),
-                   DIST_SUITE_START=self.args.start, RUN_NO_REPLICATED_TENSOR="1",
-                   DIST_SUITE_DEADLINE=str(deadline), DIST_SUITE_LIST="1" if listing else "",
+                   DIST_SUITE_START=start, RUN_NO_REPLICATED_TENSOR="1",
+                   DIST_SUITE_BUDGET=str(budget), DIST_SUITE_LIST="1" if listing else "",
                    PYTHONPATH=os.pathsep.join([HERE] + [os.path.abspath(p) for p in os.environ.get(
                        "PYTHONPATH", "").split(os.pathsep) if p]))
         if not cuda:
@@ -211,7 +220,8 @@ def report(run, per_ws, beyond, reserved_by_ws, broken, beyond_failed):
     """Markdown summary (also the table docs/pytorch.md quotes)."""
     lines = [f"# torch.distributed suite: gx against gloo",
              f"torch {run.meta.get('torch')}, Python {run.meta.get('python')}, "
-             f"rank processes by {run.args.start}, RUN_NO_REPLICATED_TENSOR=1, "
+             f"rank processes by {'/'.join(sorted(run.meta.get('start', [])))}, "
+             f"RUN_NO_REPLICATED_TENSOR=1, "
              f"{time.time() - run.started:.0f} s"
              + (f", CPU only for world sizes {run.meta['cpu_only']} (fewer GPUs than ranks)"
                 if run.meta.get("cpu_only") else ""), ""]
@@ -247,7 +257,8 @@ def report(run, per_ws, beyond, reserved_by_ws, broken, beyond_failed):
                 reasons.setdefault(r["reason"][:140], set()).add(t)
     for why, ts in sorted(reasons.items(), key=lambda kv: -len(kv[1])):
         lines.append(f"- {len(ts)}: {why}")
-    lines += ["", f"verdict: {'CONFORMANT' if not broken and not beyond_failed else 'NOT CONFORMANT'}"]
+    lines += ["", "verdict: " + ("CONFORMANT" if not broken and not beyond_failed
+                                  else "NOT CONFORMANT")]
     return "\n".join(lines) + "\n"
 
 
@@ -277,7 +288,7 @@ def main(argv):
     run = Run(args, results, len(sizes) * (len(backends) + (2 if beyond_on else 0)))
     per_ws, beyond, reserved_by_ws = {}, {}, {}
     run.meta = {}
-    ngpu = gpus()
+    run.ngpu = ngpu = gpus()
     for ws in sizes:
         # The suite's _run skips every test, whatever the backend, when CUDA is
         # there with fewer devices than ranks: then run it on the CPU alone.
@@ -291,6 +302,9 @@ def main(argv):
         names = run.names(listing)
         per_ws[ws] = {}
         for b in backends:
+            if not names:
+                run.children_left -= 1
+                continue
             res = run.child(b, ws, names, cuda=cuda)
             run.meta.update({k: res.get(k) for k in ("torch", "python")})
             per_ws[ws][b] = res["tests"]
@@ -319,6 +333,11 @@ def main(argv):
                    "seconds": round(time.time() - run.started)}, f, indent=1, sort_keys=True)
     say(text)
     say(f"results in {results}")
+    compared = sum(1 for res in per_ws.values() for r in res.get("gx", {}).values()
+                   if r["status"] != "not_run")
+    if not compared:
+        say("dist_suite: no test ran for gx (a time box too short?): nothing was compared")
+        return 1
     return 0 if not broken and not beyond_failed else 1
 
 

@@ -23,7 +23,8 @@ __main__ (so everything that must hold in them happens at import, below):
                                to really be BACKEND
   DIST_SUITE_TESTS=a,b,...       run only these tests (default: all)
   DIST_SUITE_OUT=FILE            JSON results, rewritten after every test
-  DIST_SUITE_DEADLINE=EPOCH      start no test after this time (time box)
+  DIST_SUITE_BUDGET=SECONDS      start no test later than this after the first
+                               (time box)
   DIST_SUITE_LIST=1              only write which tests the suite's decorators
                                skip for BACKEND, gloo and mpi (no processes)
   DIST_SUITE_START=forkserver    rank processes forked from a server that
@@ -276,7 +277,8 @@ def main():
     rec = Recorder(out, meta)
     wanted = [t for t in os.environ.get("DIST_SUITE_TESTS", "").split(",") if t]
     names = wanted or sorted(t for t in dir(TestDistBackendWithSpawn) if t.startswith("test_"))
-    deadline = float(os.environ.get("DIST_SUITE_DEADLINE", "0") or 0)
+    budget = float(os.environ.get("DIST_SUITE_BUDGET", "0") or 0)
+    deadline = time.time() + budget if budget > 0 else 0
     for name in names:
         if not hasattr(TestDistBackendWithSpawn, name):
             rec.tests[name] = {"status": "missing", "reason": "not in this torch's suite",
