@@ -218,9 +218,11 @@ def compare(per_ws, beyond, reserved_by_ws):
 
 
 def beyond_reason(beyond, test):
+    """The error text of `test` where it failed in a beyond-gloo run."""
     for res in beyond.values():
-        if test in res:
-            return res[test][1]["reason"]
+        r = res.get(test, (None, {}))[1]
+        if r.get("status") in ("failed", "errored"):
+            return r["reason"]
     return ""
 
 
@@ -259,14 +261,16 @@ def report(run, per_ws, beyond, reserved_by_ws, broken, beyond_failed):
             elif r["status"] in ("failed", "errored") and not why:
                 st += f": {r['reason'][:300]}"
             lines.append(f"| {ws} | `{t}` | {view} | {st} |")
-    lines += ["", "## Skipped for both (why)", ""]
+    lines += ["", "## Skipped for both (why; distinct tests over the world sizes)", ""]
     reasons = {}
     for ws, res in per_ws.items():
         for t, r in res.get("gx", {}).items():
             g = res.get("gloo", {}).get(t)
             if r["status"] == "skipped" and g and g["status"] == "skipped" and \
                     t not in reserved_by_ws.get(ws, {}):
-                reasons.setdefault(r["reason"][:140], set()).add(t)
+                why = re.sub(r"\{[^}]*\}", lambda m: "{" + ", ".join(sorted(
+                    m.group(0)[1:-1].split(", "))) + "}", r["reason"][:140])  # set order
+                reasons.setdefault(why, set()).add(t)
     for why, ts in sorted(reasons.items(), key=lambda kv: -len(kv[1])):
         lines.append(f"- {len(ts)}: {why}")
     lines += ["", "verdict: " + ("CONFORMANT" if not broken and not beyond_failed
