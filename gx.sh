@@ -2,13 +2,15 @@
 # gx.sh - build, demo and test gx on a Debian 12 machine.
 #
 #   ./gx.sh demo            install what is missing, build, run the demo job
-#   ./gx.sh test [--long] [--chaos] [--quick] [--sanitizers-only]
+#   ./gx.sh test [--long] [--chaos] [--torchsuite] [--quick] [--sanitizers-only]
 #                           install what is missing, build with tests, run ctest;
 #                           then rebuild with ASan+UBSan and with TSan and run
 #                           the suites marked for them (--quick skips those,
 #                           --sanitizers-only runs only those); --long adds
 #                           soaks and sweeps, --chaos the chaos trials (random
-#                           kills; figures in chaos-report.txt)
+#                           kills; figures in chaos-report.txt), --torchsuite
+#                           PyTorch's whole distributed suite, gx against gloo
+#                           (build/torchsuite/summary.md)
 #   ./gx.sh build           configure and build only
 #   ./gx.sh deps [test]     install (or, when not root, print) the Debian packages
 #
@@ -100,12 +102,14 @@ test)
     quick=0
     chaos=0
     sanonly=0
+    torchsuite=0
     for a in "$@"; do
         case "$a" in
         --long) long=1 ;;
         --quick) quick=1 ;;
         --chaos) chaos=1 ;;
         --sanitizers-only) sanonly=1 ;;
+        --torchsuite) torchsuite=1 ;;
         *) echo "gx.sh test: unknown option $a" >&2; exit 2 ;;
         esac
     done
@@ -115,9 +119,13 @@ test)
         say "running the test suite"
         args=(--test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" --timeout 600 "${RETRY[@]}")
         if [ $long -eq 1 ]; then
-            ctest "${args[@]}" -LE chaos
+            ctest "${args[@]}" -LE 'chaos|torchsuite'
         else
-            ctest "${args[@]}" -LE 'long|chaos'
+            ctest "${args[@]}" -LE 'long|chaos|torchsuite'
+        fi
+        if [ $torchsuite -eq 1 ]; then
+            say "PyTorch's distributed suite, gx against gloo (about 25 minutes on 2 cores)"
+            ctest --test-dir "$BUILD_DIR" --output-on-failure -L torchsuite
         fi
         if [ $chaos -eq 1 ]; then
             say "chaos trials (random kills and stops; about 15 minutes)"
@@ -144,7 +152,7 @@ test)
         ctest --test-dir "$BUILD_DIR-tsan" --output-on-failure -j "$JOBS" --timeout 900 "${RETRY[@]}" -L "$TSAN_LABELS"
     ;;
 help|-h|--help)
-    sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
     ;;
 *)
     echo "gx.sh: unknown command '$cmd' (demo, test, build, deps)" >&2

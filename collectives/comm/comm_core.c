@@ -163,6 +163,7 @@ struct gx_comm *gx_comm_alloc(struct gx_boot *boot, int rank, int size)
     atomic_init(&c->async_status, GX_OK);
     atomic_init(&c->aborted, false);
     atomic_init(&c->shrunk, false);
+    c->op_timeout_src = "GX_TIMEOUT";
     c->rank_node = c->world_ranks + size;
     c->rank_local = c->rank_node + size;
     c->node_first = c->rank_local + size;

@@ -46,6 +46,7 @@ struct gx_comm {
     bool oversubscribed;        /* more ranks on this machine than CPUs */
     double net_alpha, net_beta; /* probed network link (coll_probe.c); 0: not probed */
     int op_timeout_ms;
+    const char *op_timeout_src; /* "GX_TIMEOUT" or the caller's config (static text) */
     _Atomic uint64_t init_deadline; /* while init runs: every wait ends by GX_INIT_TIMEOUT */
     char name[32];
     char job_key[256];          /* authenticates the fabric connections too */

@@ -39,9 +39,9 @@ void gx_request_step(struct gx_request *req)
     int rc = atomic_load(&req->comm->aborted) ? GX_EABORTED : req->step(req);
     if (rc == GX_INPROGRESS && gx_ms_left(req->deadline) == 0)
         rc = gx_fail(GX_ETIMEOUT, GX_SUB_COLL, "%s #%llu on communicator '%s' (rank %d) did "
-                     "not complete within GX_TIMEOUT (%d ms)", req->op_name,
+                     "not complete within %s (%d ms)", req->op_name,
                      (unsigned long long)req->seq, req->comm->name, req->comm->rank,
-                     req->comm->op_timeout_ms);
+                     req->comm->op_timeout_src, req->comm->op_timeout_ms);
     if (rc == GX_INPROGRESS)
         return;
     if (req->stage)

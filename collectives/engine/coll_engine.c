@@ -128,8 +128,9 @@ static int op_advance(struct coll_comm *cc, struct coll_op *op, bool held, bool 
                      "before the call never finished)");
         else
             coll_stall_report(op, stall, sizeof(stall));
-        coll_op_set_error(op, GX_ETIMEOUT, "%s did not complete within GX_TIMEOUT (%d ms); still "
-                     "waiting on: %s", what, op->comm->op_timeout_ms, stall);
+        coll_op_set_error(op, GX_ETIMEOUT, "%s did not complete within %s (%d ms); still "
+                     "waiting on: %s", what, op->comm->op_timeout_src, op->comm->op_timeout_ms,
+                     stall);
     }
     if (op->status == GX_OK)
         return GX_INPROGRESS;

@@ -255,6 +255,7 @@ static void close_meshes_locked(struct gx_xport *x, const char *why)
 {
     for (int q = 0; q < x->size; q++)
         xp_fail_peer(&x->peers[q], GX_EABORTED, why);
+    xp_fail_any(x, GX_EABORTED, -1, why);
     for (int i = 0; i < x->ndoms; i++) {
         gx_fab_mesh_destroy(x->doms[i].mesh);
         x->doms[i].mesh = NULL;

@@ -10,8 +10,12 @@
  *    address and remote key; the sender writes the payload straight into the
  *    receive buffer with write-with-immediate (zero copy on verbs).
  *
- * Matching is per (peer, tag) in arrival order. A receive smaller than the
- * message fails on both sides with GX_ETRUNCATE naming ranks and sizes.
+ * Matching is per (peer, tag) in arrival order. A receive posted for
+ * XP_ANY_PEER takes the first message of its tag from any peer: the one
+ * that arrived first among those already waiting, else the next to
+ * arrive; a message goes to the receive posted first, wildcard or not. A
+ * receive smaller than the message fails on both sides with GX_ETRUNCATE
+ * naming ranks and sizes.
  * Flow control is the provider's (a send waits in the provider until the
  * receiver re-posts a slot). All calls take the transport lock; the fabric
  * objects are only touched under it.
@@ -36,6 +40,11 @@ struct xp_peer;
  * half (XP_TAG_INTERNAL | ...), so the two never match each other. */
 #define XP_TAG_INTERNAL 0x80000000u
 
+/* The peer of a receive that takes its tag's next message from any peer
+ * (GX_ANY_SOURCE); op->peer names the sender once it matched. A link that
+ * fails while it waits fails it (the message may have been that peer's). */
+#define XP_ANY_PEER (-1)
+
 enum xp_op_kind { XP_OP_SEND = 1, XP_OP_RECV = 2 };
 
 /** One send or receive. Owned by the caller (embed it); valid until done. */
@@ -45,7 +54,7 @@ struct xp_op {
     uint8_t state;           /* protocol state, private to p2p.c */
     bool done;
     int status;              /* valid once done */
-    int peer;
+    int peer;                /* receive: XP_ANY_PEER until it matched */
     uint32_t tag;
     void *buf;
     size_t len;              /* send: bytes; receive: capacity */
@@ -55,6 +64,7 @@ struct xp_op {
     bool has_crc;
     bool dev;                /* buf is CUDA device memory handed to the fabric (GPUDirect
                                 RDMA, xport_gdr.c): the CPU never touches it */
+    uint64_t posted;         /* receive: posting order (wildcard vs specific), private */
     struct xp_op *next;      /* queue link, private */
     void *reg;               /* rendezvous registration, private */
     char err[200];           /* why it failed (already logged once) */

@@ -29,6 +29,7 @@ struct xp_slot {
 struct xp_unexpected {
     struct xp_unexpected *next;
     uint32_t tag;
+    uint64_t arrived;        /* arrival order over all peers (wildcard receives) */
     uint8_t type;            /* XP_MSG_EAGER or XP_MSG_RTS */
     int32_t cs;              /* GX_CHECKSUM: eager payload's folded CRC, or for an RTS
                                 any value >= 0 when it carries the data's CRC-32C; -1 none */
@@ -77,6 +78,9 @@ struct gx_xport {
     struct xp_domain doms[2];
     int ndoms;
     struct xp_peer *peers;
+    struct xp_op *any_head, *any_tail;           /* XP_ANY_PEER receives awaiting a message */
+    uint64_t posted_count;                       /* receives posted (xp_op.posted) */
+    uint64_t arrived_count;                      /* unexpected messages (xp_unexpected.arrived) */
     bool aborted;
     uint32_t next_send_id;
     uint32_t next_recv_id;
@@ -112,6 +116,9 @@ void xp_op_fail(struct xp_op *op, int status, const char *fmt, ...)
 /** Remove and return the first op with `tag` (tail may be NULL for lists
  *  without one). */
 struct xp_op *xp_queue_take_tag(struct xp_op **head, struct xp_op **tail, uint32_t tag);
+/** Fail the XP_ANY_PEER receives waiting: the link to rank `who` failed,
+ *  or (who < 0) the whole transport, for `why`. */
+void xp_fail_any(struct gx_xport *x, int status, int who, const char *why);
 void xp_release_send_slot(struct xp_slot *s);
 /** GX_FAULT corrupt: flip a bit of the next data message from the peer. */
 void xp_maybe_corrupt(struct xp_peer *p, uint32_t tag, void *data, size_t len);

@@ -5,7 +5,8 @@
  * immediate arrived), checks protocol version and GX_CHECKSUM, and hands
  * a message to its match: a CTS to the send waiting for it (which then
  * writes), an eager message or an RTS to the first posted receive of its
- * tag, or else to the peer's unexpected queue. Delivering an eager payload
+ * tag (the peer's own or a wildcard one, whichever was posted first), or
+ * else to the peer's unexpected queue. Delivering an eager payload
  * and setting up a rendezvous receive are here too (xport_p2p.c calls them
  * when a receive finds its message already queued). Posting is in
  * xport_p2p.c. Runs under the transport lock.
@@ -112,6 +113,7 @@ static void add_unexpected(struct xp_peer *p, uint8_t type, uint32_t tag, const 
     }
     u->next = NULL;
     u->tag = tag;
+    u->arrived = ++p->x->arrived_count;
     u->type = type;
     u->cs = cs;
     u->len = len;
@@ -124,6 +126,45 @@ static void add_unexpected(struct xp_peer *p, uint8_t type, uint32_t tag, const 
     else
         p->unexp_head = u;
     p->unexp_tail = u;
+}
+
+static struct xp_op *first_with_tag(struct xp_op *op, uint32_t tag)
+{
+    while (op && op->tag != tag)
+        op = op->next;
+    return op;
+}
+
+/* The receive a message from `p` with `tag` goes to: the first posted of
+ * p's own receives and the wildcard ones (which then names p). */
+static struct xp_op *take_receive(struct xp_peer *p, uint32_t tag)
+{
+    struct gx_xport *x = p->x;
+    struct xp_op *any = x->any_head ? first_with_tag(x->any_head, tag) : NULL;
+    if (any) {
+        struct xp_op *own = first_with_tag(p->posted_head, tag);
+        if (!own || any->posted < own->posted) {
+            xp_queue_take_tag(&x->any_head, &x->any_tail, tag);
+            any->peer = p->rank;
+            return any;
+        }
+    }
+    return xp_queue_take_tag(&p->posted_head, &p->posted_tail, tag);
+}
+
+void xp_fail_any(struct gx_xport *x, int status, int who, const char *why)
+{
+    struct xp_op *op = x->any_head;
+    x->any_head = x->any_tail = NULL;
+    for (struct xp_op *next; op; op = next) {
+        next = op->next;
+        if (who >= 0)
+            xp_op_fail(op, status, "rank %d: receive from any rank (tag %u) failed: the link "
+                       "to rank %d failed: %s", x->rank, op->tag, who, why);
+        else
+            xp_op_fail(op, status, "rank %d: receive from any rank (tag %u) failed: %s", x->rank,
+                       op->tag, why);
+    }
 }
 
 void xp_on_message(struct xp_peer *p, uint8_t type, uint32_t tag, void *data, size_t len,
@@ -169,7 +210,7 @@ void xp_on_message(struct xp_peer *p, uint8_t type, uint32_t tag, void *data, si
         }
         return;
     }
-    struct xp_op *op = xp_queue_take_tag(&p->posted_head, &p->posted_tail, tag);
+    struct xp_op *op = take_receive(p, tag);
     if (!op) {
         add_unexpected(p, type, tag, data, len, cs);
         return;

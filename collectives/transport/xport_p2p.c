@@ -1,7 +1,7 @@
 /*
  * xport_p2p.c - the transport's message protocol (see xport.h), the posting
  * side: posting sends and receives (a receive first looks in the unexpected
- * queue), starting an eager send or a rendezvous (RTS), queueing sends and
+ * queue, a wildcard one in every peer's), starting an eager send or a rendezvous (RTS), queueing sends and
  * CTS answers for a free send slot, send-slot accounting, GX_FAULT
  * injection and failure of a peer's operations. What the fabric hands back
  * (completions, arriving messages and their matching) is in xport_match.c.
@@ -144,6 +144,8 @@ void xp_fail_peer(struct xp_peer *p, int status, const char *why)
     struct gx_xport *x = p->x;
     if (!p->failed)
         p->failed = status;
+    if (p->rank != x->rank && x->any_head)
+        xp_fail_any(x, status, p->rank, why);
     struct xp_op *lists[3] = { p->posted_head, p->wait_head, p->rts_head };
     p->posted_head = p->posted_tail = NULL;
     p->wait_head = p->wait_tail = NULL;
@@ -313,16 +315,82 @@ int gx_xport_send_mem(struct gx_xport *x, struct xp_op *op, int peer, uint32_t t
     return rc;
 }
 
-int gx_xport_recv_mem(struct gx_xport *x, struct xp_op *op, int peer, uint32_t tag, void *buf,
-                      size_t len, bool dev)
+/* The unexpected message a receive from `p` with `tag` takes, and the one
+ * before it in p's queue (NULL if first). */
+static struct xp_unexpected *find_unexpected(struct xp_peer *p, uint32_t tag,
+                                             struct xp_unexpected **prev_out)
 {
-    pthread_mutex_lock(&x->lock);
-    struct xp_peer *p = x->aborted ? NULL : peer_if_in_range(x, peer);
     struct xp_unexpected *prev = NULL, *u = p ? p->unexp_head : NULL;
     while (u && u->tag != tag) {
         prev = u;
         u = u->next;
     }
+    *prev_out = prev;
+    return u;
+}
+
+static void take_unexpected(struct xp_peer *p, struct xp_op *op, struct xp_unexpected *u,
+                            struct xp_unexpected *prev)
+{
+    if (prev)
+        prev->next = u->next;
+    else
+        p->unexp_head = u->next;
+    if (p->unexp_tail == u)
+        p->unexp_tail = prev;
+    if (u->type == XP_MSG_EAGER)
+        xp_deliver_eager(p, op, u->data, u->len, u->cs);
+    else
+        xp_start_rndv_recv(p, op, &u->rts, u->cs >= 0);
+    free(u);
+}
+
+/* XP_ANY_PEER: the message of `tag` that arrived first among every peer's
+ * unexpected ones, else wait for the next (while every link is up: a
+ * failed link may have been the sender). */
+static int recv_any_locked(struct gx_xport *x, struct xp_op *op)
+{
+    struct xp_peer *from = NULL;
+    struct xp_unexpected *u = NULL, *u_prev = NULL;
+    for (int q = 0; q < x->size; q++) {
+        struct xp_unexpected *prev, *cand = find_unexpected(&x->peers[q], op->tag, &prev);
+        if (cand && (!u || cand->arrived < u->arrived)) {
+            from = &x->peers[q];
+            u = cand;
+            u_prev = prev;
+        }
+    }
+    if (u) {
+        op->peer = from->rank;
+        take_unexpected(from, op, u, u_prev);
+        return GX_OK;
+    }
+    for (int q = 0; q < x->size; q++)
+        if (x->peers[q].failed)
+            return gx_fail(x->peers[q].failed, GX_SUB_COLL, "receive from any rank (tag %u): "
+                           "the link to rank %d failed earlier", op->tag, q);
+    queue_push(&x->any_head, &x->any_tail, op);
+    return GX_OK;
+}
+
+int gx_xport_recv_mem(struct gx_xport *x, struct xp_op *op, int peer, uint32_t tag, void *buf,
+                      size_t len, bool dev)
+{
+    pthread_mutex_lock(&x->lock);
+    if (peer == XP_ANY_PEER) {
+        int rc = x->aborted ? gx_fail(GX_EABORTED, GX_SUB_COLL, "receive: the communicator "
+                                      "was aborted") : GX_OK;
+        if (rc == GX_OK) {
+            init_op(op, XP_OP_RECV, XP_ANY_PEER, tag, buf, len);
+            op->dev = dev && len;
+            op->posted = ++x->posted_count;
+            rc = recv_any_locked(x, op);
+        }
+        pthread_mutex_unlock(&x->lock);
+        return rc;
+    }
+    struct xp_peer *p = x->aborted ? NULL : peer_if_in_range(x, peer);
+    struct xp_unexpected *prev, *u = find_unexpected(p, tag, &prev);
     /* A peer that sent and then left (a broadcast root that exits at once)
      * failed its link, but what it sent whole still counts: an eager
      * message that arrived before the failure is delivered. */
@@ -333,21 +401,11 @@ int gx_xport_recv_mem(struct gx_xport *x, struct xp_op *op, int peer, uint32_t t
     }
     init_op(op, XP_OP_RECV, peer, tag, buf, len);
     op->dev = dev && len;
-    if (!u) {
+    op->posted = ++x->posted_count;
+    if (!u)
         queue_push(&p->posted_head, &p->posted_tail, op);
-    } else {
-        if (prev)
-            prev->next = u->next;
-        else
-            p->unexp_head = u->next;
-        if (p->unexp_tail == u)
-            p->unexp_tail = prev;
-        if (u->type == XP_MSG_EAGER)
-            xp_deliver_eager(p, op, u->data, u->len, u->cs);
-        else
-            xp_start_rndv_recv(p, op, &u->rts, u->cs >= 0);
-        free(u);
-    }
+    else
+        take_unexpected(p, op, u, prev);
     pthread_mutex_unlock(&x->lock);
     return GX_OK;
 }

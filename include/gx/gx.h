@@ -252,7 +252,16 @@ GX_API int gx_ibarrier(struct gx_comm *comm, struct gx_request **req);
  * reports the smaller count); a receive smaller than the message fails on both
  * ranks with GX_ETRUNCATE naming both ranks and sizes. A rank may send to
  * itself. Buffers must stay untouched until the operation completes.
+ *
+ * A receive with peer GX_ANY_SOURCE takes the next message with its tag from
+ * any rank (the one that arrived first, else the next to arrive; a message
+ * goes to whichever matching receive was posted first, wildcard or not);
+ * gx_request_source() then names the sender. It has the same deadline as any
+ * receive, and fails when the link to any rank fails while it waits (naming
+ * that rank: the message may have been its).
  * ------------------------------------------------------------------------ */
+/** `peer` of gx_recv / gx_irecv: a message from any rank. */
+#define GX_ANY_SOURCE (-1)
 GX_API int gx_send(struct gx_comm *comm, const void *buf, size_t count, enum gx_datatype dtype,
                    int peer, int tag);
 /** `count_out` (may be NULL) receives the number of elements that arrived. */
@@ -264,6 +273,10 @@ GX_API int gx_irecv(struct gx_comm *comm, void *buf, size_t count, enum gx_datat
                     int peer, int tag, struct gx_request **req);
 /** Elements received by a completed receive request. */
 GX_API int gx_request_count(const struct gx_request *req, size_t *count_out);
+/** The rank whose message a completed receive request took (the sender of a
+ *  GX_ANY_SOURCE receive). GX_ESTATE before completion or after a failure;
+ *  GX_EINVAL for a request that is not a receive. */
+GX_API int gx_request_source(const struct gx_request *req, int *source_out);
 
 /* ---------------------------------------------------------------------------
  * Collectives (host memory). Every rank of `comm` calls the same collective
