@@ -506,6 +506,11 @@ void dpdk_port_poll(struct dpdk_domain *dom)
     n = rte_eth_rx_burst(P.port_id, 0, m, DPDK_BURST);
     P.st.rx_frames += n;
     P.ln.was_up |= n > 0;
+    /* A memif client whose first handshake the server refused ("ID not
+     * found": its port was not started yet) waits with its link down; one
+     * that only receives never transmits, which was the only other kick. */
+    if (n == 0 && P.ln.restart_when_down && !P.ln.was_up)
+        link_kick();
     for (unsigned i = 0; i < n; i++)
         inject_and_deliver(dom, m[i]);
     if (n == 0 && P.held) {
