@@ -12,9 +12,12 @@
 #   -m MTU         memif GX_DPDK_MTU (default: gx's, 64000; 9000 = Ethernet jumbo size)
 #   -R             the sender is the memif client (default: the receiver is,
 #                  memif's zero-copy receive, as perf/dpdk_bench.sh)
-#   -N NICE        run every gx-bw (tcp and memif alike) at this nice level;
-#                  on a shared machine -N -20 keeps other work from
-#                  descheduling the busy-polling ranks (root only)
+#   -N NICE        run every gx-bw (tcp and memif alike) at this nice level
+#                  (root only). With the kernel's autogroup scheduling (on in
+#                  Debian: /proc/sys/kernel/sched_autogroup_enabled) nice
+#                  only ranks tasks within one session: other sessions' work
+#                  still gets its share, so this does not make a shared
+#                  machine quiet
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
