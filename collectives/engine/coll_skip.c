@@ -47,6 +47,8 @@ struct coll_skip {
     int next;
     unsigned received;                      /* notices so far: 0 keeps the check off */
     uint64_t *finalized_after;              /* per comm rank; UINT64_MAX: not finalized */
+    uint64_t max_seq, min_finalized;        /* an op past every notice and before every
+                                             * finalize has nothing to find (the fast path) */
 };
 
 static uint64_t skip_comm(const struct gx_comm *c)
@@ -112,6 +114,7 @@ static struct coll_skip *skip_get(struct coll_comm *cc)
         s->rejected[i].rank = -1;
     for (int r = 0; r < cc->comm->size; r++)
         s->finalized_after[r] = UINT64_MAX;
+    s->min_finalized = UINT64_MAX;
     cc->skip = s;
     return s;
 }
@@ -141,7 +144,9 @@ static void poll_notices(struct coll_comm *cc, struct coll_skip *s)
             m.type = (uint16_t)t;
             if (t == SKIP_FINALIZED) {
                 s->finalized_after[r] = m.seq;
+                s->min_finalized = m.seq < s->min_finalized ? m.seq : s->min_finalized;
             } else {
+                s->max_seq = m.seq > s->max_seq ? m.seq : s->max_seq;
                 s->rejected[s->next] = (struct skip_notice){ r, m };
                 s->next = (s->next + 1) % SKIP_KEEP;
             }
@@ -186,7 +191,7 @@ bool coll_skip_explains(struct coll_comm *cc, struct coll_op *op, int wait_ms)
 void coll_skip_check_op(struct coll_comm *cc, struct coll_op *op)
 {
     struct coll_skip *s = cc->skip;
-    if (!s || !s->received)
+    if (!s || !s->received || (op->seq > s->max_seq && op->seq <= s->min_finalized))
         return;
     char what[160];
     for (int i = 0; i < SKIP_KEEP; i++) {

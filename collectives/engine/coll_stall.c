@@ -60,6 +60,7 @@ struct stall_reply {
 
 struct coll_stall {
     int warn_ms;
+    unsigned checks;             /* coll_stall_check_op reads the clock 1 call in 16 */
     uint64_t next_service_ns;
     /* This rank's stalled collective and whom it told (the surveyor role
      * falls back along ranks 0, 1, 2, ... while nobody queries us). */
@@ -237,7 +238,8 @@ static void note_stall(struct coll_comm *cc)
 void coll_stall_check_op(struct coll_comm *cc, struct coll_op *op)
 {
     struct coll_stall *st = cc->stall;
-    if (!st || op->stall_warned || gx_now_ns() - op->issued_ns < (uint64_t)st->warn_ms * 1000000ull)
+    if (!st || op->stall_warned || (++st->checks & 15) != 0 ||
+        gx_now_ns() - op->issued_ns < (uint64_t)st->warn_ms * 1000000ull)
         return;
     op->stall_warned = true;
     char what[160], waits[300];

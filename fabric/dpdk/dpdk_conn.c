@@ -82,6 +82,7 @@ static int apply_info(struct dpdk_ep *ep, const struct gx_dpdk_conn_info *pi)
     ep->heard_ns = ep->progress_ns = gx_now_ns();
     ep->next_fd_check_ns = ep->heard_ns + dpdk_tuning.fd_check_ns;
     ep->state = EP_ESTABLISHED;
+    dpdk_port_peer_up();
     return GX_OK;
 }
 
