@@ -140,6 +140,8 @@ struct shm_ep {
     enum shm_ep_state state;
     int error;
     int sock;               /* unix socket: set-up, then liveness */
+    struct gx_auth_client auth; /* connector: the handshake so far */
+    bool auth_started;
     pid_t peer_pid;
     struct shm_seg *seg;
     int out_ring, in_ring;  /* indices into seg->ctl */

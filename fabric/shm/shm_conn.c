@@ -350,10 +350,14 @@ int shm_ep_establish(struct gx_fab_ep *base)
     if (ep->state == SHM_CONNECTING) {
         rc = try_connect(ep);
     } else {
-        struct pollfd pfd = { .fd = ep->sock, .events = POLLIN };
-        if (poll(&pfd, 1, 0) > 0) {
-            rc = gx_auth_connect(ep->sock, &ep->dom->key, GX_AUTH_SHM_DATA, ep->dom->base.rank, 0,
-                                 ep->deadline);
+        if (!ep->auth_started) {
+            gx_auth_client_start(&ep->auth, ep->sock, &ep->dom->key, GX_AUTH_SHM_DATA,
+                                 ep->dom->base.rank, 0);
+            ep->auth_started = true;
+        }
+        /* Never waits: the acceptor may be a rank connecting to us now. */
+        rc = gx_auth_client_progress(&ep->auth);
+        if (rc != GX_INPROGRESS) {
             bool gone = rc != GX_OK && gx_process_gone(ep->peer_pid);
             if (gone) /* a dead peer drops the handshake too: not a key problem */
                 rc = gx_fail(GX_EPEER, GX_SUB_FABRIC, "shm: %s exited during the handshake",

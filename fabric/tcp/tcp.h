@@ -63,6 +63,7 @@ enum tcp_conn_stage { STAGE_TCP, STAGE_CHALLENGE, STAGE_READY };
 struct tcp_stream {
     int fd;
     enum tcp_conn_stage stage;
+    struct gx_auth_client auth;  /* connector, STAGE_CHALLENGE: the handshake so far */
     /* transmit: a ring of frames, the head one partly sent */
     struct tcp_frame *txq;
     uint64_t txq_head, txq_tail;

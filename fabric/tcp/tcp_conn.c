@@ -242,17 +242,17 @@ static int stream_establish(struct tcp_ep *ep, int idx)
         if (rc != GX_OK)
             return rc; /* GX_INPROGRESS: still connecting, or refused and retried */
         s->stage = STAGE_CHALLENGE;
+        gx_auth_client_start(&s->auth, s->fd, &ep->dom->key, GX_AUTH_TCP_DATA,
+                             ep->dom->base.rank,
+                             gx_tcp_conn_id(ep->token, (unsigned)ep->nstreams, (unsigned)idx));
         return GX_INPROGRESS;
     }
-    struct pollfd pfd = { .fd = s->fd, .events = POLLIN };
-    if (poll(&pfd, 1, 0) <= 0)
-        return GX_INPROGRESS;
-    /* The challenge is there: the rest of the handshake is two short messages
-     * the acceptor answers from its own accept loop. */
-    int rc = gx_auth_connect(s->fd, &ep->dom->key, GX_AUTH_TCP_DATA, ep->dom->base.rank,
-                             gx_tcp_conn_id(ep->token, (unsigned)ep->nstreams, (unsigned)idx),
-                             ep->deadline);
+    /* Never waits: the acceptor answers from its own accept loop, which may
+     * be the one of a rank connecting to us at this moment. */
+    int rc = gx_auth_client_progress(&s->auth);
     switch (rc) {
+    case GX_INPROGRESS:
+        return GX_INPROGRESS;
     case GX_OK:
         s->stage = STAGE_READY;
         return GX_OK;
