@@ -63,6 +63,7 @@ struct gx_boot {
      * is running (failures it meets are its own business, not the job's),
      * and a request from another thread to stop waiting (abort, revoke). */
     bool *dead;
+    uint64_t msgs_sent, bytes_sent; /* gx_boot_stats */
     uint32_t epoch;
     bool recovering;
     atomic_bool interrupted;

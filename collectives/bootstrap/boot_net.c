@@ -142,6 +142,19 @@ int gx_boot_rank(const struct gx_boot *boot)
     return boot->rank;
 }
 
+void gx_boot_stats(struct gx_boot *boot, struct boot_stats *out)
+{
+    pthread_mutex_lock(&boot->lock);
+    int n = boot->listen_fd >= 0;
+    for (struct boot_pending *p = boot->pending; p; p = p->next)
+        n++;
+    for (int r = 0; r < boot->size; r++)
+        n += (boot->out_fd[r] >= 0) + (boot->in[r].fd >= 0);
+    *out = (struct boot_stats){ .sockets = n, .msgs_sent = boot->msgs_sent,
+                                .bytes_sent = boot->bytes_sent };
+    pthread_mutex_unlock(&boot->lock);
+}
+
 const struct boot_rank_record *gx_boot_record(const struct gx_boot *boot, int rank)
 {
     return (rank >= 0 && rank < boot->size) ? &boot->records[rank] : NULL;
@@ -400,6 +413,10 @@ static int send_msg(struct gx_boot *b, int peer, uint16_t type, uint64_t comm_id
     int rc = send_bytes(b, b->out_fd[peer], &h, sizeof(h), deadline);
     if (rc == GX_OK && len)
         rc = send_bytes(b, b->out_fd[peer], buf, len, deadline);
+    if (rc == GX_OK) {
+        b->msgs_sent++;
+        b->bytes_sent += len;
+    }
     if (rc == GX_EPEER && !b->out_eof[peer]) {
         boot_read_refusal(b, peer); /* closed on us: did it say why? */
         if (b->fail_status != GX_OK)
