@@ -64,6 +64,9 @@ struct gx_boot {
      * and a request from another thread to stop waiting (abort, revoke). */
     bool *dead;
     uint64_t msgs_sent, bytes_sent; /* gx_boot_stats */
+    uint64_t next_death_check_ns;   /* boot_check_local_deaths */
+    int death_check_next;
+    bool tell_host;                 /* forward_abort: also to this host's ranks */
     uint32_t epoch;
     bool recovering;
     atomic_bool interrupted;
@@ -83,6 +86,14 @@ int boot_recv_locked(struct gx_boot *boot, int peer, uint64_t comm_id, uint64_t 
 int boot_send_quiet_locked(struct gx_boot *b, int peer, uint64_t comm_id, uint64_t tag,
                            const void *buf, size_t len, uint64_t deadline);
 int boot_progress_locked(struct gx_boot *boot, int wait_ms, int extra_fd, short extra_events);
+/* While waiting: a rank of this host whose process has exited fails the
+ * boot naming it (at most every 50 ms): with connections on demand nobody
+ * may hold a socket to it that would close. Returns the failure or GX_OK.
+ * Lock held. */
+int boot_check_local_deaths(struct gx_boot *b);
+/* End our stream to `peer` on purpose (BOOT_MSG_BYE, then close): a later
+ * send connects anew. Best effort. Lock held. */
+void boot_say_bye_locked(struct gx_boot *b, int peer, uint64_t deadline);
 /* Remember the first failure (status, the rank that caused it, why) and
  * flag it for the ABORT flood (boot_net.c). Lock held. */
 void boot_set_failure(struct gx_boot *b, int status, int failed_rank, const char *msg);
