@@ -10,9 +10,11 @@
  * any node has two ranks, the network provider (tcp) for peers on other
  * nodes when there are several nodes.
  */
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "collectives/comm/comm_internal.h"
 #include "collectives/transport/xport_internal.h"
@@ -273,6 +275,42 @@ int gx_xport_progress(struct gx_xport *x)
     int rc = xp_progress_locked(x);
     pthread_mutex_unlock(&x->lock);
     return rc;
+}
+
+#define XP_WAIT_FDS 256
+
+void gx_xport_wait(struct gx_xport *x, int timeout_ms)
+{
+    struct pollfd fds[XP_WAIT_FDS];
+    int n = 0;
+    bool pending = false, can_sleep = true;
+    pthread_mutex_lock(&x->lock);
+    if (x->aborted || x->ndoms == 0)
+        can_sleep = false;
+    for (int i = 0; can_sleep && !pending && i < x->ndoms; i++) {
+        int rc = gx_fab_cq_wait_fds(x->doms[i].cq, fds + n, XP_WAIT_FDS - n);
+        if (rc == GX_INPROGRESS)
+            pending = true;
+        else if (rc < 0)
+            can_sleep = false;
+        else
+            n += rc;
+    }
+    if (x->npend > 0 && timeout_ms > 1)
+        timeout_ms = 1; /* connections being made: establish is polled */
+    pthread_mutex_unlock(&x->lock);
+    if (!pending) {
+        if (can_sleep) {
+            (void)poll(fds, (nfds_t)n, timeout_ms);
+        } else {
+            struct timespec ts = { 0, 50000 };
+            nanosleep(&ts, NULL);
+        }
+    }
+    pthread_mutex_lock(&x->lock);
+    for (int i = 0; i < x->ndoms; i++)
+        gx_fab_cq_wait_done(x->doms[i].cq);
+    pthread_mutex_unlock(&x->lock);
 }
 
 const char *gx_xport_provider_of(const struct gx_xport *x, int peer)

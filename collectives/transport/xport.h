@@ -126,6 +126,12 @@ struct xp_stats {
 };
 void gx_xport_stats(struct gx_xport *x, struct xp_stats *out);
 
+/** Waits that yield: sleep until a provider has work for this transport
+ *  (a message, a completion, a connection), at most `timeout_ms`. Returns
+ *  at once when work is pending. A provider that cannot sleep (dpdk,
+ *  verbs) makes it a short nap instead. Call without the lock. */
+void gx_xport_wait(struct gx_xport *x, int timeout_ms);
+
 /** Name of the provider used to reach `peer` ("shm", "tcp", "self"). */
 const char *gx_xport_provider_of(const struct gx_xport *x, int peer);
 

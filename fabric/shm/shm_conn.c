@@ -56,6 +56,13 @@ int shm_listen(struct gx_fab_domain *base, struct gx_fab_cq *cq, struct gx_fab_l
     l->base.dom = base;
     l->base.cq = cq;
     l->dom = dom;
+    struct shm_cq *scq = (struct shm_cq *)cq;
+    for (int i = 0; i < SHM_CQ_LISTENERS; i++) {
+        if (!scq->lst[i]) {
+            scq->lst[i] = l;
+            break;
+        }
+    }
     memset(addr_out, 0, sizeof(*addr_out));
     addr_out->len = sizeof(a);
     memcpy(addr_out->bytes, &a, sizeof(a));
@@ -66,6 +73,10 @@ int shm_listen(struct gx_fab_domain *base, struct gx_fab_cq *cq, struct gx_fab_l
 void shm_listener_close(struct gx_fab_listener *base)
 {
     struct shm_listener *l = (struct shm_listener *)base;
+    struct shm_cq *scq = (struct shm_cq *)l->base.cq;
+    for (int i = 0; i < SHM_CQ_LISTENERS; i++)
+        if (scq->lst[i] == l)
+            scq->lst[i] = NULL;
     close(l->fd);
     for (int i = 0; i < l->nhalf; i++)
         close(l->half[i].fd);

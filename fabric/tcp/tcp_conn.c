@@ -36,6 +36,13 @@ int tcp_listen(struct gx_fab_domain *base, struct gx_fab_cq *cq, struct gx_fab_l
     l->base.dom = base;
     l->base.cq = cq;
     l->dom = dom;
+    struct tcp_cq *tcq = (struct tcp_cq *)cq;
+    for (int i = 0; i < TCP_CQ_LISTENERS; i++) {
+        if (!tcq->lst[i]) {
+            tcq->lst[i] = l;
+            break;
+        }
+    }
     *out = &l->base;
     return GX_OK;
 }
@@ -43,6 +50,10 @@ int tcp_listen(struct gx_fab_domain *base, struct gx_fab_cq *cq, struct gx_fab_l
 void tcp_listener_close(struct gx_fab_listener *base)
 {
     struct tcp_listener *l = (struct tcp_listener *)base;
+    struct tcp_cq *tcq = (struct tcp_cq *)l->base.cq;
+    for (int i = 0; i < TCP_CQ_LISTENERS; i++)
+        if (tcq->lst[i] == l)
+            tcq->lst[i] = NULL;
     close(l->fd);
     for (int i = 0; i < l->half.n; i++)
         close(gx_fab_sock_pending_at(&l->half, i)->fd);
