@@ -280,24 +280,22 @@ static int peer_failed(struct gx_boot *b, int status, int peer, const char *fmt,
 
 #define DEATH_CHECK_NS 50000000ull
 
-int boot_check_local_deaths(struct gx_boot *b)
+int boot_check_peer_death(struct gx_boot *b, int peer)
 {
     uint64_t now = gx_now_ns();
-    if (now < b->next_death_check_ns || b->recovering)
+    if (now < b->next_death_check_ns || b->recovering || peer < 0 || peer >= b->size)
         return b->fail_status;
     b->next_death_check_ns = now + DEATH_CHECK_NS;
-    const struct boot_rank_record *me = &b->records[b->rank];
-    /* 16 ranks a look, in turn: a job of many ranks on one host does not
-     * spend its CPUs asking the kernel about each other. */
-    for (int k = 0; k < 16 && k < b->size && b->fail_status == GX_OK; k++) {
-        int r = b->death_check_next;
-        b->death_check_next = (r + 1) % b->size;
-        const struct boot_rank_record *rec = &b->records[r];
-        if (r == b->rank || b->dead[r] || rec->addr_len == 0 || rec->pid <= 0 ||
-            strcmp(rec->host, me->host) != 0 || !gx_process_gone(rec->pid))
-            continue;
-        peer_failed(b, GX_EPEER, r, "is gone (its process exited)");
-    }
+    const struct boot_rank_record *me = &b->records[b->rank], *rec = &b->records[peer];
+    if (b->fail_status != GX_OK || peer == b->rank || b->dead[peer] || rec->addr_len == 0 ||
+        rec->pid <= 0 || strcmp(rec->host, me->host) != 0 || !gx_process_gone(rec->pid))
+        return b->fail_status;
+    /* What it sent before it went is still ours to read: only then is it a
+     * failure (a rank that finished and exited has sent everything). */
+    (void)boot_progress_locked(b, 0, -1, 0);
+    if (b->in[peer].head)
+        return GX_OK;
+    peer_failed(b, GX_EPEER, peer, "is gone (its process exited)");
     return b->fail_status;
 }
 
@@ -316,8 +314,6 @@ static int wait_servicing(struct gx_boot *b, int fd, short events, uint64_t dead
             return rc;
         if (rc == 1)
             return GX_OK;
-        if (boot_check_local_deaths(b) != GX_OK)
-            return b->fail_status;
         if (gx_ms_left(deadline) == 0)
             return GX_ETIMEOUT;
     }
@@ -385,7 +381,7 @@ static int connect_peer(struct gx_boot *b, int peer, uint64_t deadline, bool qui
             if (rc != GX_ETIMEOUT || gx_ms_left(deadline) == 0)
                 break;
             (void)boot_progress_locked(b, 0, -1, 0);
-            if (!quiet && (b->fail_status != GX_OK || boot_check_local_deaths(b) != GX_OK))
+            if (!quiet && (b->fail_status != GX_OK || boot_check_peer_death(b, peer) != GX_OK))
                 return b->fail_status;
         }
         if (rc != GX_OK) {
@@ -605,7 +601,7 @@ int boot_recv_locked(struct gx_boot *b, int peer, uint64_t comm_id, uint64_t tag
         if (atomic_load(&b->interrupted))
             return gx_fail(GX_EABORTED, GX_SUB_BOOT, "rank %d: %s interrupted by an abort or "
                            "revoke from another thread", b->rank, boot_op_name(tag));
-        if (boot_check_local_deaths(b) != GX_OK)
+        if (boot_check_peer_death(b, peer) != GX_OK)
             return gx_fail(b->fail_status, GX_SUB_BOOT, "%s", b->fail_msg);
         int left = gx_ms_left(deadline);
         if (left == 0) {
@@ -638,7 +634,7 @@ int gx_boot_try_recv(struct gx_boot *boot, int peer, uint64_t comm_id, uint64_t 
     int rc = boot_progress_locked(boot, 0, -1, 0);
     if (rc >= 0)
         rc = try_recv_locked(boot, peer, comm_id, tag, buf, len);
-    if (rc == GX_INPROGRESS && boot_check_local_deaths(boot) != GX_OK)
+    if (rc == GX_INPROGRESS && boot_check_peer_death(boot, peer) != GX_OK)
         rc = gx_fail(boot->fail_status, GX_SUB_BOOT, "%s", boot->fail_msg);
     forward_abort(boot);
     pthread_mutex_unlock(&boot->lock);

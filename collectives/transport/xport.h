@@ -132,6 +132,9 @@ void gx_xport_stats(struct gx_xport *x, struct xp_stats *out);
  *  verbs) makes it a short nap instead. Call without the lock. */
 void gx_xport_wait(struct gx_xport *x, int timeout_ms);
 
+/** True when the connection to `peer` is up (it does not connect). */
+bool gx_xport_connected(struct gx_xport *x, int peer);
+
 /** Name of the provider used to reach `peer` ("shm", "tcp", "self"). */
 const char *gx_xport_provider_of(const struct gx_xport *x, int peer);
 

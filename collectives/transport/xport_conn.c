@@ -367,13 +367,20 @@ void xp_conn_progress(struct gx_xport *x)
     }
     if (x->npend > 0 && now >= x->next_watch_ns) {
         x->next_watch_ns = now + WATCH_EVERY_NS;
-        /* A rank of this host that died, or a failure the bootstrap heard of:
-         * end the attempts now, naming it, instead of at their deadline. */
-        if (gx_comm_known_death(x->comm, false, "while the transport was connecting") != GX_OK) {
-            char why[300];
-            snprintf(why, sizeof(why), "%s", gx_last_error());
-            while (x->npend > 0)
-                conn_failed(&x->peers[x->pend[0]], GX_EPEER, "%s", why);
+        /* A peer being connected whose process on this host exited, or a
+         * failure the bootstrap heard of: end the attempts now, naming it,
+         * instead of at their deadline. */
+        char why[512];
+        int st = gx_boot_failure(x->comm->boot, why, sizeof(why));
+        for (int i = x->npend - 1; i >= 0; i--) {
+            if (i >= x->npend)
+                continue;
+            struct xp_peer *p = &x->peers[x->pend[i]];
+            if (st != GX_OK)
+                conn_failed(p, st, "%s", why);
+            else if (gx_comm_peer_exited(x->comm, p->rank))
+                conn_failed(p, GX_EPEER, "rank %d's process exited while we connected to it",
+                            p->rank);
         }
     }
 }
@@ -490,4 +497,14 @@ void gx_xport_stats(struct gx_xport *x, struct xp_stats *out)
                               .connects = x->nconnects, .accepts = x->naccepts,
                               .dropped = x->ndropped };
     pthread_mutex_unlock(&x->lock);
+}
+
+bool gx_xport_connected(struct gx_xport *x, int peer)
+{
+    if (peer < 0 || peer >= x->size || peer == x->rank)
+        return false;
+    pthread_mutex_lock(&x->lock);
+    bool up = x->peers[peer].conn == XP_CONN_UP && !x->peers[peer].failed;
+    pthread_mutex_unlock(&x->lock);
+    return up;
 }
