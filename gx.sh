@@ -2,13 +2,16 @@
 # gx.sh - build, demo and test gx on a Debian 12 machine.
 #
 #   ./gx.sh demo            install what is missing, build, run the demo job
-#   ./gx.sh test [--long] [--chaos] [--torchsuite] [--quick] [--sanitizers-only]
+#   ./gx.sh test [--long] [--chaos] [--scale] [--torchsuite] [--quick]
+#                [--sanitizers-only]
 #                           install what is missing, build with tests, run ctest;
 #                           then rebuild with ASan+UBSan and with TSan and run
 #                           the suites marked for them (--quick skips those,
 #                           --sanitizers-only runs only those); --long adds
 #                           soaks and sweeps, --chaos the chaos trials (random
-#                           kills; figures in chaos-report.txt), --torchsuite
+#                           kills; figures in chaos-report.txt), --scale the
+#                           scale runs (64 shm ranks, 256 tcp ranks; part of
+#                           --long too; docs/scale.md), --torchsuite
 #                           PyTorch's whole distributed suite, gx against gloo
 #                           (build/torchsuite/summary.md)
 #   ./gx.sh build           configure and build only
@@ -101,6 +104,7 @@ test)
     long=0
     quick=0
     chaos=0
+    scale=0
     sanonly=0
     torchsuite=0
     for a in "$@"; do
@@ -108,6 +112,7 @@ test)
         --long) long=1 ;;
         --quick) quick=1 ;;
         --chaos) chaos=1 ;;
+        --scale) scale=1 ;;
         --sanitizers-only) sanonly=1 ;;
         --torchsuite) torchsuite=1 ;;
         *) echo "gx.sh test: unknown option $a" >&2; exit 2 ;;
@@ -126,6 +131,10 @@ test)
         if [ $torchsuite -eq 1 ]; then
             say "PyTorch's distributed suite, gx against gloo (about 25 minutes on 2 cores)"
             ctest --test-dir "$BUILD_DIR" --output-on-failure -L torchsuite
+        fi
+        if [ $scale -eq 1 ] && [ $long -eq 0 ]; then
+            say "scale runs (64 shm ranks, 256 tcp ranks; tens of minutes on 2 cores)"
+            ctest --test-dir "$BUILD_DIR" --output-on-failure --timeout 3000 -L scale
         fi
         if [ $chaos -eq 1 ]; then
             say "chaos trials (random kills and stops; about 15 minutes)"
@@ -152,7 +161,7 @@ test)
         ctest --test-dir "$BUILD_DIR-tsan" --output-on-failure -j "$JOBS" --timeout 900 "${RETRY[@]}" -L "$TSAN_LABELS"
     ;;
 help|-h|--help)
-    sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
     ;;
 *)
     echo "gx.sh: unknown command '$cmd' (demo, test, build, deps)" >&2

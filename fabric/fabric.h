@@ -54,6 +54,7 @@
 #define GX_FAB_RKEY_MAX 64  /* bytes of a packed remote key */
 #define GX_FAB_NAME_MAX 96
 
+struct pollfd;
 struct gx_fab_provider;
 struct gx_fab_domain;
 struct gx_fab_cq;
@@ -174,6 +175,10 @@ struct gx_fab_ops {
     int (*post_write_imm)(struct gx_fab_ep *ep, const void *buf, size_t len, struct gx_fab_mr *mr,
                           uint64_t raddr, const struct gx_fab_rkey *rkey, uint32_t imm,
                           uint64_t context);
+
+    /* Sleeping (waits that yield; gx_fab_cq_wait_fds below). */
+    int (*cq_wait_fds)(struct gx_fab_cq *cq, struct pollfd *fds, int max);
+    void (*cq_wait_done)(struct gx_fab_cq *cq);
 };
 
 struct gx_fab_provider {
@@ -327,6 +332,25 @@ static inline int gx_fab_post_write_imm(struct gx_fab_ep *ep, const void *buf, s
                                         uint64_t context)
 {
     return ep->ops->post_write_imm(ep, buf, len, mr, raddr, rkey, imm, context);
+}
+
+/**
+ * Sleeping until a cq may have work, for a waiting rank that has spun long
+ * enough (GX_SPIN_US). Fills up to `max` pollfds that become ready when the
+ * cq may have work (its endpoints' sockets, the shm doorbell, listeners and
+ * half-open connections bound to it) and returns their count, or
+ * GX_INPROGRESS when work is pending already (poll the cq, do not sleep),
+ * or GX_EUNSUPPORTED when the provider cannot sleep (dpdk polls a NIC in
+ * user space; verbs without a completion channel): keep polling. After the
+ * poll() on them, whatever woke it, call gx_fab_cq_wait_done().
+ */
+static inline int gx_fab_cq_wait_fds(struct gx_fab_cq *cq, struct pollfd *fds, int max)
+{
+    return cq->dom->ops.cq_wait_fds(cq, fds, max);
+}
+static inline void gx_fab_cq_wait_done(struct gx_fab_cq *cq)
+{
+    cq->dom->ops.cq_wait_done(cq);
 }
 
 /**

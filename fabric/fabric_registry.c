@@ -70,6 +70,9 @@ static int stub_post_write_imm(struct gx_fab_ep *e, const void *b, size_t l, str
                                uint64_t r, const struct gx_fab_rkey *k, uint32_t i, uint64_t c)
 { return GX_EUNSUPPORTED; }
 
+static int stub_cq_wait_fds(struct gx_fab_cq *c, struct pollfd *f, int m) { return GX_EUNSUPPORTED; }
+static void stub_cq_wait_done(struct gx_fab_cq *c) {}
+
 static const struct gx_fab_ops stub_ops = {
     .probe = stub_probe,
     .domain_open = stub_domain_open,
@@ -89,6 +92,8 @@ static const struct gx_fab_ops stub_ops = {
     .post_send = stub_post_send,
     .post_recv = stub_post_recv,
     .post_write_imm = stub_post_write_imm,
+    .cq_wait_fds = stub_cq_wait_fds,
+    .cq_wait_done = stub_cq_wait_done,
 };
 
 #define FILL(field) ops->field = prov_ops->field ? prov_ops->field : stub_ops.field
@@ -112,6 +117,8 @@ void gx_fab_fill_ops(struct gx_fab_ops *ops, const struct gx_fab_ops *prov_ops)
     FILL(post_send);
     FILL(post_recv);
     FILL(post_write_imm);
+    FILL(cq_wait_fds);
+    FILL(cq_wait_done);
 }
 #undef FILL
 

@@ -338,6 +338,33 @@ GX_API void gx_comm_abort(struct gx_comm *comm)
         gx_xport_abort(comm->xport);
 }
 
+GX_API int gx_comm_stats(const struct gx_comm *comm, struct gx_comm_stats *out)
+{
+    if (!comm)
+        return gx_fail(GX_EINVAL, GX_SUB_INIT, "gx_comm_stats: comm is NULL");
+    if (!out)
+        return gx_fail(GX_EINVAL, GX_SUB_INIT, "gx_comm_stats: out is NULL");
+    if (out->size != sizeof(*out))
+        return gx_fail(GX_EINVAL, GX_SUB_INIT, "gx_comm_stats: out->size is %zu, this libgx "
+                       "expects %zu: start from GX_COMM_STATS_INIT", out->size, sizeof(*out));
+    struct gx_comm_stats s = GX_COMM_STATS_INIT;
+    if (comm->xport) {
+        struct xp_stats xs;
+        gx_xport_stats(comm->xport, &xs);
+        s.endpoints = xs.endpoints;
+        s.endpoints_node = xs.endpoints_node;
+        s.connects = xs.connects;
+        s.accepts = xs.accepts;
+    }
+    struct boot_stats bs;
+    gx_boot_stats(comm->boot, &bs);
+    s.boot_sockets = bs.sockets;
+    s.boot_msgs_sent = bs.msgs_sent;
+    s.boot_bytes_sent = bs.bytes_sent;
+    *out = s;
+    return GX_OK;
+}
+
 GX_API const char *gx_comm_peer_provider(const struct gx_comm *comm, int peer)
 {
     if (!comm || !comm->xport || peer < 0 || peer >= comm->size)

@@ -64,6 +64,12 @@ static int p2p_step(struct gx_request *req)
     return op->status;
 }
 
+/* Waits that yield: sleep in the transport until it has work. */
+static void p2p_block(struct gx_request *req, int timeout_ms)
+{
+    gx_xport_wait(req->comm->xport, timeout_ms);
+}
+
 static int p2p_start(struct gx_comm *comm, void *buf, size_t count, enum gx_datatype dtype,
                      int peer, int tag, bool send, struct gx_request **out)
 {
@@ -77,6 +83,7 @@ static int p2p_start(struct gx_comm *comm, void *buf, size_t count, enum gx_data
     if (!p)
         return gx_fail(GX_ENOMEM, GX_SUB_COLL, "%s: out of memory", fn);
     struct gx_request *req = &p->req;
+    req->block = p2p_block;
     p->elem_size = gx_datatype_size(dtype);
     /* Device buffers: a pinned stand-in (stage.h); a receive copies back
      * only what arrived. */

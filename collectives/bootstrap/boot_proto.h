@@ -19,6 +19,9 @@ enum boot_msg_type {
     BOOT_MSG_DATA = 1,  /* payload for a bootstrap operation */
     BOOT_MSG_ABORT = 2, /* payload: struct boot_abort_payload */
     BOOT_MSG_REFUSE = 3, /* acceptor -> connector: payload is the reason, text */
+    BOOT_MSG_BYE = 4,   /* connector -> acceptor, no payload: this stream ends on
+                           purpose (a registration with rank 0); the same rank may
+                           connect again later */
 };
 #define BOOT_REFUSE_MAX_LEN 400u
 

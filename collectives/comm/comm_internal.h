@@ -91,6 +91,8 @@ static inline struct boot_group gx_comm_group(const struct gx_comm *c)
 uint64_t gx_comm_next_seq(struct gx_comm *c);
 /** Deadline of a blocking operation started now. */
 uint64_t gx_comm_op_deadline(const struct gx_comm *c);
+/** Comm rank `r` runs on this host and its process has exited. */
+bool gx_comm_peer_exited(const struct gx_comm *c, int r);
 /** Record a failure as the comm's async error (first one wins) and return it. */
 int gx_comm_set_async_error(struct gx_comm *c, int status, const char *msg);
 /** After a failed operation: remember the error (with gx_last_error()). */

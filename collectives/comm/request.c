@@ -12,6 +12,34 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/param.h"
+
+GX_PARAM_DEFINE(gx_param_spin_us, "GX_SPIN_US", GX_PARAM_INT, "50", NULL,
+                "Microseconds a waiting rank polls before it sleeps until its provider has work "
+                "(tcp sockets, the shm doorbell; verbs and dpdk keep polling with short naps). "
+                "0 sleeps at once; -1 never sleeps (spin, yield, 20-200 us naps, as before). "
+                "With more ranks than CPUs on the host at most 5 us are spun.");
+
+/* Waits shorter than this are spun, longer ones are slept in slices of this
+ * at most, so deadlines and failures reported elsewhere are still seen. */
+#define BLOCK_SLICE_MS 20
+
+uint64_t gx_spin_ns(const struct gx_comm *comm)
+{
+    static int spin_us = -2;
+    if (spin_us == -2) {
+        long long v = 50;
+        if (gx_param_int(&gx_param_spin_us, &v) != GX_OK || v < -1 || v > 10000000)
+            v = 50;
+        __atomic_store_n(&spin_us, (int)v, __ATOMIC_RELAXED);
+    }
+    int us = __atomic_load_n(&spin_us, __ATOMIC_RELAXED);
+    if (us < 0)
+        return UINT64_MAX;
+    if (comm && comm->oversubscribed && us > 5)
+        us = 5;
+    return (uint64_t)us * 1000;
+}
 
 struct gx_request *gx_request_new(struct gx_comm *comm, const char *op_name,
                                   int (*step)(struct gx_request *))
@@ -75,6 +103,8 @@ GX_API int gx_wait(struct gx_request *req, int timeout_ms)
      * more ranks on the node than CPUs, the rank awaited is usually waiting
      * for this CPU: spinning only delays it, so yield almost at once. */
     const unsigned spin = req->comm && req->comm->oversubscribed ? 4 : 200;
+    const uint64_t spin_ns = req->block ? gx_spin_ns(req->comm) : UINT64_MAX;
+    const uint64_t t0 = spin_ns != UINT64_MAX ? gx_now_ns() : 0;
     for (unsigned spins = 0;; spins++) {
         gx_request_step(req);
         if (req->done)
@@ -89,7 +119,10 @@ GX_API int gx_wait(struct gx_request *req, int timeout_ms)
                            "%d ms (the request stays valid)", req->op_name,
                            (unsigned long long)req->seq, timeout_ms);
         }
-        if (spins > 10 * spin) {
+        if (spin_ns != UINT64_MAX && gx_now_ns() - t0 >= spin_ns) {
+            /* Waits that yield: sleep until the provider has work. */
+            req->block(req, left < BLOCK_SLICE_MS ? left : BLOCK_SLICE_MS);
+        } else if (spins > 10 * spin) {
             struct timespec ts = { 0, spins > 100 * spin ? 200000 : 20000 };
             nanosleep(&ts, NULL);
         } else if (spins > spin) {

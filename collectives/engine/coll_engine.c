@@ -274,6 +274,22 @@ bool coll_progress_locked(struct coll_comm *cc)
 
 /* ---- progress thread ----------------------------------------------------- */
 
+bool coll_op_polls_memory(const struct coll_op *op)
+{
+    return op->algo == COLL_ALGO_SHM ||
+           (op->algo == COLL_ALGO_HIER && op->comm->node_shm != NULL) || op->a.gpu.n;
+}
+
+/* Whether the idle thread may sleep in the transport: no op in flight polls
+ * memory. cc->mu held. */
+static bool may_sleep(const struct coll_comm *cc)
+{
+    for (const struct coll_op *op = cc->head; op; op = op->next)
+        if (coll_op_polls_memory(op))
+            return false;
+    return true;
+}
+
 static void backoff(unsigned idle)
 {
     if (idle < 64)
@@ -290,6 +306,8 @@ static void *progress_main(void *arg)
 {
     struct coll_comm *cc = arg;
     unsigned idle = 0;
+    uint64_t idle_since = 0;
+    const uint64_t spin_ns = gx_spin_ns(cc->comm);
     pthread_mutex_lock(&cc->mu);
     for (;;) {
         while (!cc->stop && (!cc->head || cc->waiters > 0)) {
@@ -311,8 +329,15 @@ static void *progress_main(void *arg)
         if (cc->stop)
             break;
         idle = coll_progress_locked(cc) ? 0 : idle + 1;
+        if (idle == 1)
+            idle_since = gx_now_ns();
+        bool sleep = spin_ns != UINT64_MAX && idle > 1 && gx_now_ns() - idle_since >= spin_ns &&
+                     may_sleep(cc);
         pthread_mutex_unlock(&cc->mu);
-        backoff(idle);
+        if (sleep)
+            gx_xport_wait(cc->comm->xport, 20); /* waits that yield */
+        else
+            backoff(idle);
         pthread_mutex_lock(&cc->mu);
     }
     pthread_mutex_unlock(&cc->mu);

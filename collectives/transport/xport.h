@@ -1,7 +1,19 @@
 /*
- * xport.h - a communicator's transport: one fabric endpoint per peer (shm
- * inside a node, the network provider between nodes) and a tagged message
- * protocol on top of the fabric's send / write-with-immediate.
+ * xport.h - a communicator's transport: one fabric endpoint per peer it
+ * talks to (shm inside a node, the network provider between nodes), made
+ * on demand, and a tagged message protocol on top of the fabric's send /
+ * write-with-immediate.
+ *
+ * Reaching a peer: gx_xport_peer(x, rank, deadline, &p) is the one door to
+ * the endpoint of `rank`. It connects on first use (the provider's job-key
+ * handshake first, then the acceptor's hello; xport_conn.c), driving the
+ * transport until the connection is up, the deadline passes (GX_ETIMEOUT)
+ * or the connection fails (an error naming the rank and why; the peer
+ * stays failed). Inside the transport, posting goes through
+ * xp_peer_want() (xport_internal.h), which starts the connection without
+ * blocking and lets the caller queue on the peer until it is up. Nothing
+ * else opens endpoints; with GX_CONNECT=all every peer is connected at
+ * open (the full mesh of earlier versions). gx_xport_stats counts them.
  *
  *  - eager: messages up to GX_EAGER_LIMIT bytes are copied into a registered
  *    send slot and land in one of the receiver's pre-posted bounce slots;
@@ -105,6 +117,33 @@ int gx_xport_mem_copy(void *dst, bool dst_dev, const void *src, bool src_dev, si
 
 /** Poll completions and advance protocols. Returns GX_OK or a fatal error. */
 int gx_xport_progress(struct gx_xport *x);
+
+/** The up connection to `rank`, connecting on demand (see the top of this
+ *  file). Call without the transport lock held (it takes it); `deadline`
+ *  is a gx_now_ns() value, 0 for none beyond the attempt's own
+ *  (GX_FAB_CONNECT_TIMEOUT or GX_TIMEOUT, whichever is longer). The peer
+ *  stays valid until gx_xport_close; its fields are the transport's
+ *  (xport_internal.h) and are touched under the transport lock only. */
+int gx_xport_peer(struct gx_xport *x, int rank, uint64_t deadline, struct xp_peer **out);
+
+/** What the transport holds now (gx_comm_stats). */
+struct xp_stats {
+    int endpoints;       /* peers with an up connection (self excluded) */
+    int endpoints_node;  /* ... of them on this node */
+    int connects;        /* connections this rank started */
+    int accepts;         /* connections from peers it kept */
+    int dropped;         /* connections it closed at once (both sides connected) */
+};
+void gx_xport_stats(struct gx_xport *x, struct xp_stats *out);
+
+/** Waits that yield: sleep until a provider has work for this transport
+ *  (a message, a completion, a connection), at most `timeout_ms`. Returns
+ *  at once when work is pending. A provider that cannot sleep (dpdk,
+ *  verbs) makes it a short nap instead. Call without the lock. */
+void gx_xport_wait(struct gx_xport *x, int timeout_ms);
+
+/** True when the connection to `peer` is up (it does not connect). */
+bool gx_xport_connected(struct gx_xport *x, int peer);
 
 /** Name of the provider used to reach `peer` ("shm", "tcp", "self"). */
 const char *gx_xport_provider_of(const struct gx_xport *x, int peer);

@@ -1,6 +1,7 @@
 /* xport_internal.h - the transport's private state, shared by xport.c
- * (set-up, teardown), xport_p2p.c (protocol: posting) and xport_match.c
- * (protocol: completions, arrivals, matching). */
+ * (set-up, teardown, progress), xport_conn.c (connections on demand),
+ * xport_p2p.c (protocol: posting) and xport_match.c (protocol: completions,
+ * arrivals, matching). */
 #ifndef GX_XPORT_INTERNAL_H
 #define GX_XPORT_INTERNAL_H
 
@@ -9,14 +10,22 @@
 #include "collectives/transport/xport.h"
 #include "collectives/transport/xport_proto.h"
 #include "fabric/fabric.h"
-#include "fabric/fabric_mesh.h"
 #include "fabric/rcache.h"
 
 #define XP_RECV_SLOTS 16
 #define XP_SEND_SLOTS 16
 #define XP_RNDV_TABLE 1024
 
-enum xp_ctx_type { XP_CTX_OP = 1, XP_CTX_RECV_SLOT = 2, XP_CTX_SEND_SLOT = 3 };
+enum xp_ctx_type { XP_CTX_OP = 1, XP_CTX_RECV_SLOT = 2, XP_CTX_SEND_SLOT = 3, XP_CTX_HELLO = 4 };
+
+/* A peer's connection (xport_conn.c). Self is UP from the start. */
+enum xp_conn_state {
+    XP_CONN_NONE = 0,   /* nobody asked for it yet */
+    XP_CONN_CONNECTING, /* our connect is being established */
+    XP_CONN_CONFIRM,    /* ours is established; waiting for the acceptor's HELLO */
+    XP_CONN_WAIT_IN,    /* the lower rank dropped ours: its own connection is coming */
+    XP_CONN_UP,         /* p->ep carries messages */
+};
 
 struct xp_slot {
     uint8_t ctx_type;        /* first: fabric contexts point here */
@@ -42,7 +51,7 @@ struct xp_domain {
     const struct gx_fab_provider *prov;
     struct gx_fab_domain *dom;
     struct gx_fab_cq *cq;
-    struct gx_fab_mesh *mesh;
+    struct gx_fab_listener *lst;        /* accepts peers' connections (on demand) */
     struct gx_fab_rcache *rcache_send;  /* local access */
     struct gx_fab_rcache *rcache_recv;  /* remote write */
 };
@@ -50,9 +59,15 @@ struct xp_domain {
 struct xp_peer {
     int rank;
     struct gx_xport *x;
-    struct xp_domain *d;     /* NULL for self */
-    struct gx_fab_ep *ep;
-    char *slab;              /* recv + send slots */
+    struct xp_domain *d;     /* the domain that reaches it (planned at open); NULL for self */
+    struct gx_fab_ep *ep;    /* the connection messages use, once conn == XP_CONN_UP */
+    uint8_t conn;            /* enum xp_conn_state */
+    int pend_index;          /* its place in x->pend while connecting, else -1 */
+    struct gx_fab_ep *out_ep;                    /* our own attempt until it is up or dropped */
+    struct gx_fab_ep *parked;                    /* its crossing attempt, closed once we are up */
+    uint64_t conn_deadline;                      /* gx_now_ns() limit of the attempt */
+    struct xp_slot hello;                        /* on out_ep: the acceptor's XP_MSG_HELLO */
+    char *slab;              /* recv + send slots + the hello buffer */
     struct gx_fab_mr *slab_mr;
     struct xp_slot recv_slots[XP_RECV_SLOTS];
     struct xp_slot send_slots[XP_SEND_SLOTS];
@@ -71,6 +86,16 @@ struct xp_peer {
 
 struct gx_xport {
     pthread_mutex_t lock;
+    /* Connections (xport_conn.c): each peer's listener address in the domain
+     * that reaches it, the peers being connected, counters for stats. */
+    struct gx_fab_addr *addrs;
+    int *pend;
+    int npend;
+    uint64_t next_accept_ns;
+    uint64_t next_watch_ns;
+    int nup;                                     /* peers with an endpoint, self excluded */
+    int nup_node;                                /* ... of them on this node */
+    int nconnects, naccepts, ndropped;
     struct gx_comm *comm;
     int rank;
     int size;
@@ -124,10 +149,35 @@ void xp_release_send_slot(struct xp_slot *s);
 void xp_maybe_corrupt(struct xp_peer *p, uint32_t tag, void *data, size_t len);
 /** GX_FAULT regfail: GX_ENOMEM once when injected, else GX_OK. */
 int xp_take_injected_regfail(struct gx_xport *x);
+/** Send a control message (no user op) in a free send slot; up peers only. */
+int xp_post_ctl(struct xp_peer *p, int type, const void *payload, size_t len);
 /** Post queued CTS answers, then waiting sends, while send slots are free. */
 void xp_send_pending(struct xp_peer *p);
 /** Queue a CTS answer to the peer and post what fits. */
 void xp_send_cts(struct xp_peer *p, const struct xp_cts *cts);
+
+/* ---- xport.c ------------------------------------------------------------- */
+/** Drive connections and poll every domain's completions. Lock held. */
+int xp_progress_locked(struct gx_xport *x);
+
+/* ---- xport_conn.c: connections on demand ------------------------------- */
+/** Listen in every domain and exchange the addresses (collective, at open). */
+int xp_conn_open(struct gx_xport *x);
+/** GX_CONNECT=all: connect every peer now (collective, at open). */
+int xp_conn_all(struct gx_xport *x, uint64_t deadline);
+/** The peer `rank` (in range), its connection started if nobody asked yet;
+ *  it may not be up: callers queue what they post. Lock held. */
+struct xp_peer *xp_peer_want(struct gx_xport *x, int rank);
+/** Drive connections: accept, establish, deadlines. Lock held. */
+void xp_conn_progress(struct gx_xport *x);
+/** A completion of a hello receive (XP_CTX_HELLO). Lock held. */
+void xp_conn_hello_cqe(struct gx_xport *x, const struct gx_fab_cqe *e);
+/** Close every endpoint and listener (abort, close). Lock held. */
+void xp_conn_close_all(struct gx_xport *x);
+/** Free the peer's bounce slots (close). */
+void xp_conn_free_peer(struct xp_peer *p);
+/** The peer leaves the set being connected (failed or up). Lock held. */
+void xp_conn_unpend(struct gx_xport *x, struct xp_peer *p);
 
 /* ---- xport_match.c: completions and arrivals ---------------------------- */
 int xp_handle_cqe(struct gx_xport *x, const struct gx_fab_cqe *e);

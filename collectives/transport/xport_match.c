@@ -224,6 +224,10 @@ void xp_on_message(struct xp_peer *p, uint8_t type, uint32_t tag, void *data, si
 int xp_handle_cqe(struct gx_xport *x, const struct gx_fab_cqe *e)
 {
     uint8_t ctx_type = *(const uint8_t *)(uintptr_t)e->context;
+    if (ctx_type == XP_CTX_HELLO) {
+        xp_conn_hello_cqe(x, e);
+        return GX_OK;
+    }
     if (ctx_type == XP_CTX_SEND_SLOT) {
         struct xp_slot *slot = (struct xp_slot *)(uintptr_t)e->context;
         struct xp_peer *p = slot->peer;

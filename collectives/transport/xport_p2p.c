@@ -110,6 +110,15 @@ static int post_msg(struct xp_peer *p, struct xp_slot *slot, int type, uint32_t 
     return rc;
 }
 
+int xp_post_ctl(struct xp_peer *p, int type, const void *payload, size_t len)
+{
+    struct xp_slot *slot = take_send_slot(p);
+    if (!slot)
+        return gx_fail(GX_ESTATE, GX_SUB_COLL, "transport: no free send slot for a control "
+                       "message to rank %d", p->rank);
+    return post_msg(p, slot, type, 0, payload, len);
+}
+
 /* GX_FAULT regfail: the registration fails as a pinned-memory limit would. */
 int xp_take_injected_regfail(struct gx_xport *x)
 {
@@ -209,6 +218,8 @@ static int start_send(struct xp_peer *p, struct xp_op *op)
 
 void xp_send_pending(struct xp_peer *p)
 {
+    if (p->conn != XP_CONN_UP || p->failed)
+        return; /* xport_conn.c calls again once it is up */
     while (p->ctl_count > 0 && p->send_free > 0) {
         struct xp_slot *slot = take_send_slot(p);
         struct xp_cts cts = p->ctl[0];
@@ -307,9 +318,16 @@ int gx_xport_send_mem(struct gx_xport *x, struct xp_op *op, int peer, uint32_t t
     } else if (peer == x->rank) {
         xp_on_message(p, XP_MSG_EAGER, tag, (void *)buf, len, -1); /* to self: deliver now */
         xp_op_finish(op, GX_OK);
-    } else if (p->wait_head || (rc = start_send(p, op)) == GX_INPROGRESS) {
-        queue_push(&p->wait_head, &p->wait_tail, op);
-        rc = GX_OK;
+    } else {
+        xp_peer_want(x, peer); /* connects on first use */
+        if (p->failed) {
+            rc = gx_fail(p->failed, GX_SUB_COLL, "send: no connection with rank %d: %s", peer,
+                         gx_last_error());
+        } else if (p->conn != XP_CONN_UP || p->wait_head ||
+                   (rc = start_send(p, op)) == GX_INPROGRESS) {
+            queue_push(&p->wait_head, &p->wait_tail, op);
+            rc = GX_OK;
+        }
     }
     pthread_mutex_unlock(&x->lock);
     return rc;
@@ -402,6 +420,15 @@ int gx_xport_recv_mem(struct gx_xport *x, struct xp_op *op, int peer, uint32_t t
     init_op(op, XP_OP_RECV, peer, tag, buf, len);
     op->dev = dev && len;
     op->posted = ++x->posted_count;
+    /* A lower rank starts the connection a receive will need; a higher one
+     * leaves it to the sender, so two ranks rarely connect to each other at
+     * once (xport_conn.c settles it when they do). */
+    if (!u && x->rank < peer && xp_peer_want(x, peer)->failed) {
+        rc = gx_fail(p->failed, GX_SUB_COLL, "receive: no connection with rank %d: %s", peer,
+                     gx_last_error());
+        pthread_mutex_unlock(&x->lock);
+        return rc;
+    }
     if (!u)
         queue_push(&p->posted_head, &p->posted_tail, op);
     else

@@ -17,6 +17,8 @@ enum xp_msg_type {
     XP_MSG_EAGER = 1, /* payload = the message */
     XP_MSG_RTS = 2,   /* payload = struct xp_rts */
     XP_MSG_CTS = 3,   /* payload = struct xp_cts */
+    XP_MSG_HELLO = 4, /* payload = struct xp_hello: first message of an accepted
+                         connection, the acceptor keeps it (xport_conn.c) */
 };
 
 #define XP_WIRE_TAG(type, tag) (((uint64_t)(type) << 56) | ((uint64_t)XP_PROTO_VERSION << 48) | (tag))
@@ -34,6 +36,12 @@ struct xp_rts {
     uint64_t size;      /* message bytes */
     uint32_t send_id;   /* sender's id for the CTS */
     uint32_t crc32c;    /* of the message, when the RTS carries XP_WIRE_CSUM_FLAG */
+};
+
+#define XP_HELLO_MAGIC 0x4f4c4548u /* "HELO" */
+struct xp_hello {
+    uint32_t magic;
+    int32_t rank;       /* the acceptor's communicator rank */
 };
 
 struct xp_cts {

@@ -101,6 +101,7 @@ struct dpdk_ep {
     /* side channel: set-up, then the liveness signal */
     int fd;
     int cm_stage;                       /* dpdk_conn.c */
+    struct gx_auth_client auth;         /* dpdk_conn.c: the connector's handshake */
     uint64_t deadline;
     struct gx_sockaddr peer_sa;
     struct gx_dpdk_conn_info peer_info;

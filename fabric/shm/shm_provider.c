@@ -130,5 +130,7 @@ const struct gx_fab_provider gx_fab_shm_provider = {
         .post_send = shm_post_send,
         .post_recv = shm_post_recv,
         .post_write_imm = shm_post_write_imm,
+        .cq_wait_fds = shm_cq_wait_fds,
+        .cq_wait_done = shm_cq_wait_done,
     },
 };

@@ -214,6 +214,23 @@ GX_API int gx_comm_node_index(const struct gx_comm *comm);  /**< this node's ind
  *  "self"), or NULL for a bad argument. For diagnosis and tests. */
 GX_API const char *gx_comm_peer_provider(const struct gx_comm *comm, int peer);
 
+/** What a communicator and its process hold now, for scale diagnostics
+ *  (docs/scale.md). Start from GX_COMM_STATS_INIT so the struct can grow. */
+struct gx_comm_stats {
+    size_t size;              /**< sizeof(struct gx_comm_stats) */
+    int endpoints;            /**< fabric endpoints to peers, made on demand (GX_CONNECT) */
+    int endpoints_node;       /**< ... of them to ranks of this node */
+    int connects;             /**< connections this rank started */
+    int accepts;              /**< connections from peers it kept */
+    int boot_sockets;         /**< bootstrap sockets of this process (all communicators) */
+    uint64_t boot_msgs_sent;  /**< bootstrap messages this process sent */
+    uint64_t boot_bytes_sent; /**< ... and their payload bytes */
+};
+#define GX_COMM_STATS_INIT { sizeof(struct gx_comm_stats), 0, 0, 0, 0, 0, 0, 0 }
+/** Fill `out` (its size field set by GX_COMM_STATS_INIT). GX_EINVAL for a
+ *  NULL argument or a size this libgx does not know. */
+GX_API int gx_comm_stats(const struct gx_comm *comm, struct gx_comm_stats *out);
+
 /* ---------------------------------------------------------------------------
  * Requests (non-blocking operations).
  * ------------------------------------------------------------------------ */
