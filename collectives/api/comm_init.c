@@ -91,6 +91,7 @@ static int place_rank(struct gx_comm *c)
 
 static void comm_free(struct gx_comm *c)
 {
+    gx_observe_comm_down(c); /* counters and trace: its last figures */
     coll_intra_destroy(c);   /* nccl branch: the node's NCCL communicator */
     gx_coll_comm_destroy(c); /* collectives: progress thread off before the transport goes */
     node_shm_close(c);
@@ -186,6 +187,7 @@ GX_API int gx_comm_init(const struct gx_config *config, struct gx_comm **comm_ou
     atomic_store(&c->init_deadline, 0);
     GX_INFO(GX_SUB_INIT, "init done: rank %d/%d, local %d/%d, node %d of %d", c->rank, c->size,
             c->local_rank, c->local_size, c->node_index, c->node_count);
+    gx_observe_comm_up(c); /* GX_TRACE, GX_METRICS_FILE */
     *comm_out = c;
     return GX_OK;
 }
@@ -285,6 +287,7 @@ int gx_comm_derive(struct gx_comm *comm, const int *members, int n, int new_rank
         gx_boot_release(comm->boot);
         return rc;
     }
+    gx_observe_comm_up(c); /* GX_METRICS_FILE */
     *out = c;
     return GX_OK;
 }

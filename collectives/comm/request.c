@@ -62,6 +62,12 @@ GX_API int gx_test(struct gx_request *req, int *done)
     return req->done ? req->status : GX_OK;
 }
 
+static void note_wait(struct gx_request *req, uint64_t from)
+{
+    if (from)
+        __atomic_fetch_add(&req->comm->tally.wait_ns, gx_now_ns() - from, __ATOMIC_RELAXED);
+}
+
 GX_API int gx_wait(struct gx_request *req, int timeout_ms)
 {
     gx_clear_last_error();
@@ -71,6 +77,7 @@ GX_API int gx_wait(struct gx_request *req, int timeout_ms)
                                                             : timeout_ms);
     if (req->wait_begin && !req->done)
         req->wait_begin(req);
+    uint64_t waited_from = req->done ? 0 : gx_now_ns(); /* gx_comm_stats' wait_ns */
     /* Spin briefly, then yield, then nap: many ranks share few cores. With
      * more ranks on the node than CPUs, the rank awaited is usually waiting
      * for this CPU: spinning only delays it, so yield almost at once. */
@@ -85,6 +92,7 @@ GX_API int gx_wait(struct gx_request *req, int timeout_ms)
         if (left == 0) {
             if (req->wait_end)
                 req->wait_end(req);
+            note_wait(req, waited_from);
             return gx_fail(GX_ETIMEOUT, GX_SUB_COLL, "gx_wait: %s #%llu still running after "
                            "%d ms (the request stays valid)", req->op_name,
                            (unsigned long long)req->seq, timeout_ms);
@@ -98,6 +106,7 @@ GX_API int gx_wait(struct gx_request *req, int timeout_ms)
     }
     if (req->wait_end)
         req->wait_end(req);
+    note_wait(req, waited_from);
     return req->status;
 }
 

@@ -55,6 +55,7 @@ struct xp_op {
     bool has_crc;
     bool dev;                /* buf is CUDA device memory handed to the fabric (GPUDirect
                                 RDMA, xport_gdr.c): the CPU never touches it */
+    uint64_t t_post;         /* gx_now_ns() at the post while tracing (GX_TRACE), else 0 */
     struct xp_op *next;      /* queue link, private */
     void *reg;               /* rendezvous registration, private */
     char err[200];           /* why it failed (already logged once) */
@@ -95,6 +96,11 @@ int gx_xport_mem_copy(void *dst, bool dst_dev, const void *src, bool src_dev, si
 
 /** Poll completions and advance protocols. Returns GX_OK or a fatal error. */
 int gx_xport_progress(struct gx_xport *x);
+
+/** Add this transport's counters to `out` (xport_stats.c): bytes and
+ *  messages per peer class and provider, checksum failures, connections. */
+struct gx_comm_stats;
+void gx_xport_stats(struct gx_xport *x, struct gx_comm_stats *out);
 
 /** Name of the provider used to reach `peer` ("shm", "tcp", "self"). */
 const char *gx_xport_provider_of(const struct gx_xport *x, int peer);

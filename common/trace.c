@@ -1,0 +1,417 @@
+/*
+ * trace.c - the timeline's ring and writer (see trace.h).
+ *
+ * File layout, one per rank (DIR/gx-trace-r<rank>.json), one event a line:
+ *   {"traceEvents":[
+ *   {...metadata: process and thread names...},
+ *   {...event...},
+ *   ],"displayTimeUnit":"ns","otherData":{...rank, clock offset, counts...}}
+ * gx-info --trace (tools/gx-info/trace_merge.c) reads it line by line:
+ * every event line starts with '{' and ends with '}' or '},'.
+ *
+ * Times are written in microseconds on rank 0's clock: CLOCK_MONOTONIC
+ * (one clock for the processes of a machine) minus the offset to rank 0
+ * that api/observe.c measured over the bootstrap (0 on rank 0's machine).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/param.h"
+#include "common/safe_file.h"
+#include "common/trace.h"
+#include "gx/gx.h"
+
+GX_PARAM_DEFINE(gx_param_trace, "GX_TRACE", GX_PARAM_STRING, "", NULL,
+                "Directory for a timeline of every collective, its steps, provider posts and "
+                "DDP buckets: one Chrome/Perfetto trace-event file per rank "
+                "(gx-trace-r<rank>.json, mode 0600); merge with gx-info --trace DIR. Unset: "
+                "no trace (docs/observability.md).");
+GX_PARAM_DEFINE(gx_param_trace_events, "GX_TRACE_EVENTS", GX_PARAM_INT, "65536", NULL,
+                "Events the trace ring holds between two writes (160 bytes each); when it is "
+                "full, new events are dropped and counted in the file's otherData.dropped.");
+GX_PARAM_DEFINE(gx_param_trace_flush_ms, "GX_TRACE_FLUSH_MS", GX_PARAM_INT, "200", NULL,
+                "How often (ms) the trace writer thread empties the ring into the file; it "
+                "also writes when the ring is half full, at finalize, failure and exit.");
+
+int gx_trace_active;
+
+#define TRACE_MAX_EVENTS (1 << 22)
+
+static struct {
+    pthread_mutex_t ring_mu;          /* the ring and its counters */
+    pthread_cond_t wake;
+    struct gx_trace_rec *ring, *out;  /* out: the writer's copy */
+    size_t cap;
+    uint64_t head, tail;              /* recorded into / taken from the ring */
+    uint64_t dropped;
+    bool stop;
+    pthread_mutex_t write_mu;         /* the file */
+    int fd;
+    off_t data_end;                   /* where the next events go (the tail starts there) */
+    uint64_t next_id;                 /* async span ids, unique across ranks */
+    char *buf;
+    size_t buf_cap;
+    int rank, size;
+    int64_t offset_ns;
+    uint64_t rtt_ns;
+    long flush_ms;
+    char why[64];
+    pthread_t writer;
+    bool started;
+} T = { .ring_mu = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER,
+        .write_mu = PTHREAD_MUTEX_INITIALIZER, .fd = -1 };
+
+static const char *const lane_names[GX_LANE_COUNT] = {
+    [GX_LANE_CALLS] = "calls",        [GX_LANE_STEPS] = "schedule steps",
+    [GX_LANE_WIRE] = "provider",      [GX_LANE_GPU] = "gpu",
+    [GX_LANE_DDP] = "ddp buckets",    [GX_LANE_BACKWARD] = "backward",
+    [GX_LANE_EVENTS] = "stalls and faults",
+};
+
+bool gx_trace_wanted(void)
+{
+    return gx_param_is_set(&gx_param_trace);
+}
+
+uint64_t gx_trace_now(void)
+{
+    return gx_now_ns();
+}
+
+void gx_trace_emit(const struct gx_trace_rec *rec)
+{
+    if (!gx_trace_on())
+        return;
+    pthread_mutex_lock(&T.ring_mu);
+    uint64_t used = T.head - T.tail;
+    if (used >= T.cap) {
+        T.dropped++;
+    } else {
+        T.ring[T.head % T.cap] = *rec;
+        T.head++;
+        if (used + 1 == T.cap / 2)
+            pthread_cond_signal(&T.wake);
+    }
+    pthread_mutex_unlock(&T.ring_mu);
+}
+
+void gx_trace_counts(uint64_t *recorded, uint64_t *dropped)
+{
+    pthread_mutex_lock(&T.ring_mu);
+    *recorded = T.head;
+    *dropped = T.dropped;
+    pthread_mutex_unlock(&T.ring_mu);
+}
+
+void gx_trace_set_clock_offset(int64_t offset_ns, uint64_t rtt_ns)
+{
+    pthread_mutex_lock(&T.write_mu);
+    T.offset_ns = offset_ns;
+    T.rtt_ns = rtt_ns;
+    pthread_mutex_unlock(&T.write_mu);
+}
+
+/* ---- formatting ---------------------------------------------------------- */
+
+static bool reserve(size_t more)
+{
+    if (more <= T.buf_cap)
+        return true;
+    size_t cap = T.buf_cap ? T.buf_cap : 1 << 16;
+    while (cap < more)
+        cap *= 2;
+    char *b = realloc(T.buf, cap);
+    if (!b)
+        return false;
+    T.buf = b;
+    T.buf_cap = cap;
+    return true;
+}
+
+/* Append printf output to T.buf at *len (grows it; false: out of memory). */
+static bool put(size_t *len, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static bool put(size_t *len, const char *fmt, ...)
+{
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        size_t room = T.buf_cap - *len;
+        int n = vsnprintf(T.buf + *len, room, fmt, ap);
+        va_end(ap);
+        if (n < 0)
+            return false;
+        if ((size_t)n < room) {
+            *len += (size_t)n;
+            return true;
+        }
+        if (!reserve(*len + (size_t)n + 1))
+            return false;
+    }
+}
+
+/* Static text is ours, but quote it properly all the same. */
+static bool put_str(size_t *len, const char *s)
+{
+    if (!put(len, "\""))
+        return false;
+    for (; s && *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        bool ok = ch == '"' || ch == '\\' ? put(len, "\\%c", ch)
+                  : ch < 0x20            ? put(len, "\\u%04x", ch)
+                                         : put(len, "%c", ch);
+        if (!ok)
+            return false;
+    }
+    return put(len, "\"");
+}
+
+/* Microseconds on rank 0's clock, with the nanoseconds kept. */
+static void ts_text(uint64_t ns, char *out, size_t len)
+{
+    int64_t t = (int64_t)ns - T.offset_ns;
+    snprintf(out, len, "%s%" PRId64 ".%03" PRId64, t < 0 ? "-" : "", (t < 0 ? -t : t) / 1000,
+             (t < 0 ? -t : t) % 1000);
+}
+
+static bool put_args(size_t *len, const struct gx_trace_rec *r)
+{
+    bool first = true;
+    if (!put(len, ",\"args\":{"))
+        return false;
+    for (int i = 0; i < GX_TRACE_ARGS && r->key[i]; i++, first = false)
+        if (!put(len, "%s", first ? "" : ",") || !put_str(len, r->key[i]) ||
+            !put(len, ":%" PRId64, r->val[i]))
+            return false;
+    if (r->skey && (!put(len, "%s", first ? "" : ",") || !put_str(len, r->skey) ||
+                    !put(len, ":") || !put_str(len, r->sval ? r->sval : "")))
+        return false;
+    return put(len, "}");
+}
+
+/* The fields every event has: ",\n{"name":...,"pid":R,"tid":L,"ts":T. */
+static bool put_head(size_t *len, const struct gx_trace_rec *r, const char *ph, uint64_t ns)
+{
+    char ts[32];
+    ts_text(ns, ts, sizeof(ts));
+    return put(len, ",\n{\"name\":") && put_str(len, r->name) && put(len, ",\"cat\":") &&
+           put_str(len, r->cat ? r->cat : "gx") &&
+           put(len, ",\"ph\":\"%s\",\"pid\":%d,\"tid\":%u,\"ts\":%s", ph, T.rank,
+               (unsigned)r->lane, ts);
+}
+
+static bool put_event(size_t *len, const struct gx_trace_rec *r)
+{
+    if (r->kind == GX_TR_SPAN)
+        return put_head(len, r, "X", r->ts) &&
+               put(len, ",\"dur\":%" PRIu64 ".%03" PRIu64, r->dur / 1000, r->dur % 1000) &&
+               put_args(len, r) && put(len, "}");
+    if (r->kind == GX_TR_ASYNC) {
+        uint64_t id = ((uint64_t)(unsigned)T.rank << 40) | ++T.next_id;
+        return put_head(len, r, "b", r->ts) && put(len, ",\"id\":\"0x%" PRIx64 "\"", id) &&
+               put_args(len, r) && put(len, "}") && put_head(len, r, "e", r->ts + r->dur) &&
+               put(len, ",\"id\":\"0x%" PRIx64 "\"}", id);
+    }
+    return put_head(len, r, "i", r->ts) && put(len, ",\"s\":\"t\"") && put_args(len, r) &&
+           put(len, "}");
+}
+
+/* The closing tail: valid JSON up to here. */
+static bool put_tail(size_t *len)
+{
+    return put(len, "\n],\"displayTimeUnit\":\"ns\",\"otherData\":{\"gx_trace_version\":1,"
+               "\"rank\":%d,\"world_size\":%d,\"clock_offset_ns\":%" PRId64 ",\"clock_rtt_ns\":%"
+               PRIu64 ",\"recorded\":%" PRIu64 ",\"dropped\":%" PRIu64 ",\"last_write\":",
+               T.rank, T.size, T.offset_ns, T.rtt_ns, T.head, T.dropped) &&
+           put_str(len, T.why) && put(len, "}}\n");
+}
+
+static bool write_all(const char *p, size_t n, off_t at)
+{
+    while (n) {
+        ssize_t w = pwrite(T.fd, p, n, at);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return false;
+        p += w;
+        n -= (size_t)w;
+        at += w;
+    }
+    return true;
+}
+
+/* Empty the ring into the file; write_mu held. */
+static void flush_locked(void)
+{
+    if (T.fd < 0)
+        return;
+    pthread_mutex_lock(&T.ring_mu);
+    size_t n = (size_t)(T.head - T.tail);
+    for (size_t i = 0; i < n; i++)
+        T.out[i] = T.ring[(T.tail + i) % T.cap];
+    T.tail = T.head;
+    pthread_mutex_unlock(&T.ring_mu);
+    size_t len = 0;
+    bool ok = reserve(1 << 16);
+    for (size_t i = 0; ok && i < n; i++)
+        ok = put_event(&len, &T.out[i]);
+    size_t data = len;
+    ok = ok && put_tail(&len);
+    if (!ok || !write_all(T.buf, len, T.data_end) ||
+        ftruncate(T.fd, T.data_end + (off_t)len) != 0) {
+        GX_WARN(GX_SUB_INIT, "trace: writing rank %d's trace failed (%s); tracing stops",
+                T.rank, ok ? strerror(errno) : "out of memory");
+        __atomic_store_n(&gx_trace_active, 0, __ATOMIC_RELAXED);
+        close(T.fd);
+        T.fd = -1;
+        return;
+    }
+    T.data_end += (off_t)data;
+}
+
+void gx_trace_flush(const char *why)
+{
+    if (!T.started)
+        return;
+    pthread_mutex_lock(&T.write_mu);
+    snprintf(T.why, sizeof(T.why), "%s", why);
+    flush_locked();
+    pthread_mutex_unlock(&T.write_mu);
+}
+
+static void *writer_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&T.ring_mu);
+    while (!T.stop) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        uint64_t ns = (uint64_t)until.tv_nsec + (uint64_t)T.flush_ms * 1000000ull;
+        until.tv_sec += (time_t)(ns / 1000000000ull);
+        until.tv_nsec = (long)(ns % 1000000000ull);
+        pthread_cond_timedwait(&T.wake, &T.ring_mu, &until);
+        if (T.head == T.tail)
+            continue;
+        pthread_mutex_unlock(&T.ring_mu);
+        gx_trace_flush("background");
+        pthread_mutex_lock(&T.ring_mu);
+    }
+    pthread_mutex_unlock(&T.ring_mu);
+    return NULL;
+}
+
+static int pending_rank, pending_size;
+static char pending_host[64];
+static bool writer_running;
+
+static void trace_at_exit(void)
+{
+    pthread_mutex_lock(&T.ring_mu);
+    T.stop = true;
+    pthread_cond_signal(&T.wake);
+    pthread_mutex_unlock(&T.ring_mu);
+    if (writer_running)
+        pthread_join(T.writer, NULL);
+    gx_trace_flush("exit");
+}
+
+/* The header: the array's opening and the names of the rank's tracks. */
+static bool put_header(size_t *len, const char *host)
+{
+    if (!put(len, "{\"traceEvents\":[\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,"
+             "\"tid\":0,\"args\":{\"name\":\"rank %d (%s:%d)\"}}", T.rank, T.rank, host,
+             (int)getpid()) ||
+        !put(len, ",\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
+             "\"args\":{\"sort_index\":%d}}", T.rank, T.rank))
+        return false;
+    for (int l = 1; l < GX_LANE_COUNT; l++)
+        if (!put(len, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,"
+                 "\"args\":{\"name\":\"%s\"}}", T.rank, l, lane_names[l]))
+            return false;
+    return true;
+}
+
+static int open_file(const char *dir)
+{
+    char path[4096], err[768];
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+        GX_WARN(GX_SUB_INIT, "trace: cannot create GX_TRACE directory '%s': %s; not tracing",
+                dir, strerror(errno));
+        return -1;
+    }
+    snprintf(path, sizeof(path), "%s/gx-trace-r%d.json", dir, T.rank);
+    int fd = gx_safe_open(path, O_WRONLY | O_CREAT | O_TRUNC, err, sizeof(err));
+    if (fd < 0)
+        GX_WARN(GX_SUB_INIT, "trace: %s (GX_TRACE); not tracing", err);
+    return fd;
+}
+
+
+static void start_now(void)
+{
+    if (!gx_param_is_set(&gx_param_trace))
+        return;
+    long long events = 0, flush_ms = 0;
+    if (gx_param_int(&gx_param_trace_events, &events) != GX_OK || events < 64 ||
+        gx_param_int(&gx_param_trace_flush_ms, &flush_ms) != GX_OK || flush_ms < 1) {
+        GX_WARN(GX_SUB_INIT, "trace: GX_TRACE_EVENTS must be >= 64 and GX_TRACE_FLUSH_MS >= 1; "
+                "not tracing");
+        return;
+    }
+    T.rank = pending_rank;
+    T.size = pending_size;
+    T.cap = (size_t)(events > TRACE_MAX_EVENTS ? TRACE_MAX_EVENTS : events);
+    T.flush_ms = (long)flush_ms;
+    T.ring = calloc(T.cap, sizeof(*T.ring));
+    T.out = calloc(T.cap, sizeof(*T.out));
+    T.fd = T.ring && T.out ? open_file(gx_param_text(&gx_param_trace)) : -1;
+    size_t len = 0;
+    snprintf(T.why, sizeof(T.why), "start");
+    if (T.fd < 0 || !reserve(1 << 16) || !put_header(&len, pending_host) ||
+        !write_all(T.buf, len, 0)) {
+        if (T.fd >= 0)
+            close(T.fd);
+        T.fd = -1;
+        free(T.ring);
+        free(T.out);
+        T.ring = T.out = NULL;
+        return;
+    }
+    T.data_end = (off_t)len;
+    T.started = true;
+    __atomic_store_n(&gx_trace_active, 1, __ATOMIC_RELEASE);
+    writer_running = pthread_create(&T.writer, NULL, writer_main, NULL) == 0;
+    if (!writer_running)
+        GX_WARN(GX_SUB_INIT, "trace: no writer thread; the trace is written at finalize, "
+                "failure and exit only");
+    atexit(trace_at_exit);
+    pthread_mutex_lock(&T.write_mu);
+    flush_locked(); /* valid JSON from the start */
+    pthread_mutex_unlock(&T.write_mu);
+    GX_INFO(GX_SUB_INIT, "trace: rank %d writes its timeline to %s/gx-trace-r%d.json", T.rank,
+            gx_param_text(&gx_param_trace), T.rank);
+}
+
+void gx_trace_start(int world_rank, int world_size, const char *host)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&mu); /* the first caller's rank names the file */
+    if (!pending_size) {
+        pending_rank = world_rank;
+        pending_size = world_size > 0 ? world_size : 1;
+        snprintf(pending_host, sizeof(pending_host), "%s", host ? host : "?");
+    }
+    pthread_mutex_unlock(&mu);
+    pthread_once(&once, start_now);
+}
