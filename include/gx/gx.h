@@ -253,7 +253,9 @@ struct gx_comm_stats {
     unsigned long long wait_ns;           /**< ns callers spent blocked in gx_wait (incl. the
                                                blocking calls' own waits) */
 };
-#define GX_COMM_STATS_INIT { sizeof(struct gx_comm_stats) }
+#define GX_COMM_STATS_INIT                                                     \
+    { sizeof(struct gx_comm_stats), { { 0, 0, 0, 0 } }, 0, { { "", { 0, 0, 0, 0 } } }, 0, 0, 0, \
+      0, 0, 0, 0, 0 }
 
 /** Fill `stats` (its `size` set, see above) with the communicator's
  *  counters. GX_EINVAL for NULL or a `size` this libgx cannot serve. */
