@@ -281,7 +281,7 @@ static void flush_locked(void)
 
 void gx_trace_flush(const char *why)
 {
-    if (!T.started)
+    if (!__atomic_load_n(&T.started, __ATOMIC_ACQUIRE))
         return;
     pthread_mutex_lock(&T.write_mu);
     snprintf(T.why, sizeof(T.why), "%s", why);
@@ -388,7 +388,7 @@ static void start_now(void)
         return;
     }
     T.data_end = (off_t)len;
-    T.started = true;
+    __atomic_store_n(&T.started, true, __ATOMIC_RELEASE);
     __atomic_store_n(&gx_trace_active, 1, __ATOMIC_RELEASE);
     writer_running = pthread_create(&T.writer, NULL, writer_main, NULL) == 0;
     if (!writer_running)

@@ -9,8 +9,14 @@ $py -c 'import matplotlib' 2>/dev/null ||
     { echo "SKIP: python3-matplotlib is not installed (apt-get install python3-matplotlib)"; exit 77; }
 dir=$(mktemp -d /tmp/gx-perf-report-test.XXXXXX) && trap 'rm -rf "$dir"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
+# A few records of each kind (busbw, CPU per GiB, the hier tables) and a
+# fixture in the new form: enough to draw every kind, quick to draw twice.
 for side in a b; do
-    mkdir -p "$dir/$side" && cp -r "$src/perf/results" "$dir/$side/results"
+    mkdir -p "$dir/$side/results"
+    for r in 2026-11-22-allreduce-7 2026-11-25-allreduce-tcp-idle 2026-11-25-hier-arena \
+             2026-11-25-hier-idle; do
+        cp "$src/perf/results/$r.md" "$dir/$side/results/"
+    done
     cp "$src/tests/observe/fixtures/"*.md "$dir/$side/results/"
     cp "$src/perf/README.md" "$dir/$side/README.md"
     $py "$src/perf/report" --results "$dir/$side/results" --figures "$dir/$side/figures" \
@@ -19,7 +25,7 @@ done
 diff -r "$dir/a/figures" "$dir/b/figures" > /dev/null || fail "two runs drew different PNGs"
 cmp "$dir/a/README.md" "$dir/b/README.md" || fail "two runs wrote different README sections"
 n=$(ls "$dir/a/figures" | wc -l)
-[ "$n" -ge 5 ] || fail "only $n figures"
+[ "$n" -ge 5 ] || fail "only $n figures from 5 records"
 for f in "$dir/a/figures"/*.png; do
     [ "$(head -c 8 "$f" | od -An -tx1 | tr -d ' ')" = 89504e470d0a1a0a ] || fail "$f is not a PNG"
     grep -qa "matplotlib version\|Software" "$f" && fail "$f carries matplotlib's version"
