@@ -159,20 +159,30 @@ static bool put(size_t *len, const char *fmt, ...)
     }
 }
 
-/* Static text is ours, but quote it properly all the same. */
+/* Static text is ours, but quote it properly all the same. Copied a byte
+ * at a time without printf: the writer formats every event's names. */
 static bool put_str(size_t *len, const char *s)
 {
-    if (!put(len, "\""))
+    size_t n = s ? strlen(s) : 0;
+    if (!reserve(*len + 6 * n + 3))
         return false;
-    for (; s && *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        bool ok = ch == '"' || ch == '\\' ? put(len, "\\%c", ch)
-                  : ch < 0x20            ? put(len, "\\u%04x", ch)
-                                         : put(len, "%c", ch);
-        if (!ok)
-            return false;
+    char *o = T.buf + *len;
+    *o++ = '"';
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch == '"' || ch == '\\') {
+            *o++ = '\\';
+            *o++ = (char)ch;
+        } else if (ch < 0x20) {
+            o += snprintf(o, 7, "\\u%04x", ch);
+        } else {
+            *o++ = (char)ch;
+        }
     }
-    return put(len, "\"");
+    *o++ = '"';
+    *o = 0;
+    *len = (size_t)(o - T.buf);
+    return true;
 }
 
 /* Microseconds on rank 0's clock, with the nanoseconds kept. */
@@ -402,16 +412,17 @@ static void start_now(void)
             gx_param_text(&gx_param_trace), T.rank);
 }
 
-void gx_trace_start(int world_rank, int world_size, const char *host)
+bool gx_trace_start(int world_rank, int world_size, const char *host)
 {
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
     static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
     pthread_mutex_lock(&mu); /* the first caller's rank names the file */
-    if (!pending_size) {
+    bool first = !pending_size;
+    if (first) {
         pending_rank = world_rank;
         pending_size = world_size > 0 ? world_size : 1;
         snprintf(pending_host, sizeof(pending_host), "%s", host ? host : "?");
+        start_now();
     }
     pthread_mutex_unlock(&mu);
-    pthread_once(&once, start_now);
+    return first;
 }

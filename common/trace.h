@@ -72,10 +72,12 @@ static inline bool gx_trace_on(void)
 bool gx_trace_wanted(void);
 
 /** Start tracing when GX_TRACE names a directory (first call only; later
- *  calls return at once): open DIR/gx-trace-r<rank>.json through the
+ *  calls return false at once): open DIR/gx-trace-r<rank>.json through the
  *  safe-open helper and start the writer. `host` names the rank's process
- *  track. A failure to open is logged and leaves tracing off. */
-void gx_trace_start(int world_rank, int world_size, const char *host);
+ *  track. A failure to open is logged and leaves tracing off. True for the
+ *  first call, tracing or not (its communicator's rank 0 is the trace's
+ *  clock: the caller measures offsets to it, on every rank alike). */
+bool gx_trace_start(int world_rank, int world_size, const char *host);
 
 /** This process's clock minus rank 0's (ns), measured over the bootstrap
  *  with a round trip of `rtt_ns`; applied to every time written. */

@@ -77,9 +77,11 @@ void gx_observe_comm_up(struct gx_comm *c)
 {
     if (c->comm_id == WORLD_COMM_ID && gx_trace_wanted()) {
         const struct boot_rank_record *me = gx_boot_record(c->boot, c->world_ranks[c->rank]);
-        gx_trace_start(c->world_ranks[c->rank], gx_boot_record(c->boot, 0)->world_size,
-                       me->host);
-        align_clock(c);
+        /* Only the communicator that started the trace sets its clock: a
+         * later one (torch makes one per process group) has another rank 0. */
+        if (gx_trace_start(c->world_ranks[c->rank], gx_boot_record(c->boot, 0)->world_size,
+                           me->host))
+            align_clock(c);
     }
     pthread_mutex_lock(&live_mu);
     if (nlive == live_cap) {
