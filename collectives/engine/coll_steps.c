@@ -217,7 +217,12 @@ static void run_step(struct coll_op *op, struct coll_step *s)
 {
     struct gx_xport *x = op->comm->xport;
     int rc = GX_OK;
-    uint64_t t0 = gx_trace_on() ? gx_trace_now() : 0; /* GX_TRACE: local steps' spans */
+    /* GX_TRACE: the span of a step that runs here and now (not a message,
+     * not a flag wait, which polls: a clock read per poll cost more than
+     * the wait). */
+    bool local = s->kind != CS_SEND && s->kind != CS_RECV && s->kind != CS_FLAG_WAIT &&
+                 s->kind != CS_NOP;
+    uint64_t t0 = local && gx_trace_on() ? gx_trace_now() : 0;
     bool kernel = false;
     if ((s->kind == CS_SEND || s->kind == CS_RECV) && coll_fault_any() && inject_fault(op, s))
         return;
@@ -294,7 +299,7 @@ static void run_step(struct coll_op *op, struct coll_step *s)
         return;
     }
     s->state = (s->kind == CS_SEND || s->kind == CS_RECV) ? STEP_POSTED : STEP_DONE;
-    if (t0 && s->state == STEP_DONE && s->kind != CS_NOP && gx_trace_on())
+    if (t0 && s->state == STEP_DONE && gx_trace_on())
         coll_trace_local(op, (int)(s - op->steps), t0, kernel);
 }
 
