@@ -17,6 +17,7 @@
 #include "collectives/api/api.h"
 #include "collectives/bootstrap/boot_coll.h"
 #include "collectives/comm/comm_internal.h"
+#include "collectives/engine/coll.h"
 #include "collectives/transport/xport.h"
 #include "common/clock.h"
 #include "common/log.h"
@@ -134,7 +135,7 @@ void gx_observe_fill(struct gx_comm *c, struct gx_comm_stats *s)
     s->size = sizeof(*s);
     if (c->xport)
         gx_xport_stats(c->xport, s);
-    s->collectives = __atomic_load_n(&c->tally.collectives, __ATOMIC_RELAXED);
+    s->collectives = coll_issued(c); /* the engine's sequence: no count on the hot path */
     s->collectives_failed = __atomic_load_n(&c->tally.collectives_failed, __ATOMIC_RELAXED);
     s->p2p = __atomic_load_n(&c->tally.p2p, __ATOMIC_RELAXED);
     s->stalls = __atomic_load_n(&c->tally.stalls, __ATOMIC_RELAXED);

@@ -68,7 +68,7 @@ struct gx_comm {
     /* gx_comm_stats' counters kept above the transport (relaxed atomic adds:
      * callers' threads and the progress thread count). */
     struct {
-        uint64_t collectives, collectives_failed, p2p, stalls, wait_ns;
+        uint64_t collectives_failed, p2p, stalls, wait_ns;
     } tally;
     char async_msg[512];        /* written once, before async_status is set */
 };

@@ -117,8 +117,18 @@ uint64_t coll_next_seq(struct gx_comm *comm, int *status)
     pthread_mutex_lock(&cc->mu);
     uint64_t s = ++cc->seq;
     pthread_mutex_unlock(&cc->mu);
-    __atomic_fetch_add(&comm->tally.collectives, 1, __ATOMIC_RELAXED);
     *status = GX_OK;
+    return s;
+}
+
+uint64_t coll_issued(struct gx_comm *comm)
+{
+    struct coll_comm *cc = comm->coll;
+    if (!cc)
+        return 0;
+    pthread_mutex_lock(&cc->mu);
+    uint64_t s = cc->seq;
+    pthread_mutex_unlock(&cc->mu);
     return s;
 }
 

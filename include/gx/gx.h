@@ -251,7 +251,7 @@ struct gx_comm_stats {
     unsigned long long retransmits;       /**< segments a provider sent again (whole process) */
     unsigned long long stalls;            /**< collectives GX_STALL_WARN reported */
     unsigned long long wait_ns;           /**< ns callers spent blocked in gx_wait (incl. the
-                                               blocking calls' own waits) */
+                                               blocking calls' own waits; to within 63 polls) */
 };
 #define GX_COMM_STATS_INIT                                                     \
     { sizeof(struct gx_comm_stats), { { 0, 0, 0, 0 } }, 0, { { "", { 0, 0, 0, 0 } } }, 0, 0, 0, \
