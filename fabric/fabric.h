@@ -48,6 +48,7 @@
 #include <stdint.h>
 
 #include "common/auth.h" /* GX_INPROGRESS */
+#include "common/trace.h"  /* GX_TRACE: posts on the provider track */
 #include "gx/gx.h"
 
 #define GX_FAB_ADDR_MAX 128 /* bytes of an endpoint/listener address blob */
@@ -313,15 +314,30 @@ static inline const char *gx_fab_ep_name(const struct gx_fab_ep *ep)
 {
     return ep->name;
 }
+/* GX_TRACE: a post on the provider track (common/trace.h). */
+static inline void gx_fab_trace_post(const struct gx_fab_ep *ep, const char *what, size_t len)
+{
+    struct gx_trace_rec r = { .ts = gx_trace_now(), .name = what, .cat = "provider",
+                              .key = { "peer", "bytes" },
+                              .val = { ep->peer_rank, (int64_t)len },
+                              .skey = "provider", .sval = ep->dom->prov->name,
+                              .lane = GX_LANE_WIRE, .kind = GX_TR_INSTANT };
+    gx_trace_emit(&r);
+}
+
 /** Send `len` bytes with a 64-bit tag; lands in the peer's next receive. */
 static inline int gx_fab_post_send(struct gx_fab_ep *ep, const void *buf, size_t len,
                                    struct gx_fab_mr *mr, uint64_t tag, uint64_t context)
 {
+    if (gx_trace_on())
+        gx_fab_trace_post(ep, "post send", len);
     return ep->ops->post_send(ep, buf, len, mr, tag, context);
 }
 static inline int gx_fab_post_recv(struct gx_fab_ep *ep, void *buf, size_t len,
                                    struct gx_fab_mr *mr, uint64_t context)
 {
+    if (gx_trace_on())
+        gx_fab_trace_post(ep, "post recv", len);
     return ep->ops->post_recv(ep, buf, len, mr, context);
 }
 /** RDMA write of `len` bytes to the peer's `raddr` (inside the registration
@@ -331,6 +347,8 @@ static inline int gx_fab_post_write_imm(struct gx_fab_ep *ep, const void *buf, s
                                         const struct gx_fab_rkey *rkey, uint32_t imm,
                                         uint64_t context)
 {
+    if (gx_trace_on())
+        gx_fab_trace_post(ep, "post write_imm", len);
     return ep->ops->post_write_imm(ep, buf, len, mr, raddr, rkey, imm, context);
 }
 

@@ -91,6 +91,7 @@ static int place_rank(struct gx_comm *c)
 
 static void comm_free(struct gx_comm *c)
 {
+    gx_observe_comm_down(c); /* counters and trace: its last figures */
     coll_intra_destroy(c);   /* nccl branch: the node's NCCL communicator */
     gx_coll_comm_destroy(c); /* collectives: progress thread off before the transport goes */
     node_shm_close(c);
@@ -187,6 +188,7 @@ GX_API int gx_comm_init(const struct gx_config *config, struct gx_comm **comm_ou
     atomic_store(&c->init_deadline, 0);
     GX_INFO(GX_SUB_INIT, "init done: rank %d/%d, local %d/%d, node %d of %d", c->rank, c->size,
             c->local_rank, c->local_size, c->node_index, c->node_count);
+    gx_observe_comm_up(c); /* GX_TRACE, GX_METRICS_FILE */
     *comm_out = c;
     return GX_OK;
 }
@@ -287,6 +289,7 @@ int gx_comm_derive(struct gx_comm *comm, const int *members, int n, int new_rank
         gx_boot_release(comm->boot);
         return rc;
     }
+    gx_observe_comm_up(c); /* GX_METRICS_FILE */
     *out = c;
     return GX_OK;
 }
@@ -336,33 +339,6 @@ GX_API void gx_comm_abort(struct gx_comm *comm)
     gx_boot_shutdown(comm->boot);
     if (comm->xport)
         gx_xport_abort(comm->xport);
-}
-
-GX_API int gx_comm_stats(const struct gx_comm *comm, struct gx_comm_stats *out)
-{
-    if (!comm)
-        return gx_fail(GX_EINVAL, GX_SUB_INIT, "gx_comm_stats: comm is NULL");
-    if (!out)
-        return gx_fail(GX_EINVAL, GX_SUB_INIT, "gx_comm_stats: out is NULL");
-    if (out->size != sizeof(*out))
-        return gx_fail(GX_EINVAL, GX_SUB_INIT, "gx_comm_stats: out->size is %zu, this libgx "
-                       "expects %zu: start from GX_COMM_STATS_INIT", out->size, sizeof(*out));
-    struct gx_comm_stats s = GX_COMM_STATS_INIT;
-    if (comm->xport) {
-        struct xp_stats xs;
-        gx_xport_stats(comm->xport, &xs);
-        s.endpoints = xs.endpoints;
-        s.endpoints_node = xs.endpoints_node;
-        s.connects = xs.connects;
-        s.accepts = xs.accepts;
-    }
-    struct boot_stats bs;
-    gx_boot_stats(comm->boot, &bs);
-    s.boot_sockets = bs.sockets;
-    s.boot_msgs_sent = bs.msgs_sent;
-    s.boot_bytes_sent = bs.bytes_sent;
-    *out = s;
-    return GX_OK;
 }
 
 GX_API const char *gx_comm_peer_provider(const struct gx_comm *comm, int peer)

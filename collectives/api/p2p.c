@@ -11,6 +11,7 @@
 #include "collectives/comm/stage.h"
 #include "collectives/transport/xport.h"
 #include "common/log.h"
+#include "common/trace.h"
 
 /* A send or receive: the request, then its message. */
 struct p2p_request {
@@ -59,6 +60,18 @@ static int p2p_step(struct gx_request *req)
         return rc;
     if (!__atomic_load_n(&op->done, __ATOMIC_ACQUIRE))
         return GX_INPROGRESS;
+    if (gx_trace_on()) {
+        struct gx_trace_rec r = {
+            .ts = op->t_post ? op->t_post : gx_trace_now(),
+            .name = op->kind == XP_OP_SEND ? "p2p send" : "p2p recv", .cat = "p2p",
+            .key = { "comm", "peer", "tag", "bytes", "status" },
+            .val = { (int64_t)req->comm->comm_id, op->peer, (int64_t)op->tag,
+                     (int64_t)(op->kind == XP_OP_SEND ? op->len : op->received), op->status },
+            .lane = GX_LANE_CALLS, .kind = GX_TR_ASYNC,
+        };
+        r.dur = gx_trace_now() - r.ts;
+        gx_trace_emit(&r);
+    }
     if (op->status != GX_OK)
         gx_set_last_error(op->err);
     return op->status;
@@ -110,6 +123,7 @@ static int p2p_start(struct gx_comm *comm, void *buf, size_t count, enum gx_data
         gx_request_discard(req);
         return gx_comm_note_failure(comm, rc);
     }
+    __atomic_fetch_add(&comm->tally.p2p, 1, __ATOMIC_RELAXED);
     *out = req;
     return GX_OK;
 }

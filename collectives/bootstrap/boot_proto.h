@@ -52,6 +52,7 @@ enum boot_op_kind {
     BOOT_OP_FINALIZE = 7,
     BOOT_OP_USER = 8, /* other layers' exchanges (fabric addresses, ...) */
     BOOT_OP_SHRINK = 9, /* gx_comm_shrink's agreement on who is gone */
+    BOOT_OP_CLOCK = 10, /* clock offsets for the trace (boot_clock.c) */
 };
 
 struct boot_abort_payload {

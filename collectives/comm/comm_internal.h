@@ -66,6 +66,11 @@ struct gx_comm {
     atomic_bool shrunk;         /* gx_comm_shrink left it behind: its failures are old news */
     uint32_t shrinks;           /* gx_comm_shrink calls on it (the same on every survivor) */
     atomic_int async_status;    /* first failure; GX_OK while healthy */
+    /* gx_comm_stats' counters kept above the transport (relaxed atomic adds:
+     * callers' threads and the progress thread count). */
+    struct {
+        uint64_t collectives_failed, p2p, stalls, wait_ns;
+    } tally;
     char async_msg[512];        /* written once, before async_status is set */
 };
 

@@ -90,6 +90,25 @@ GX_API int gx_test(struct gx_request *req, int *done)
     return req->done ? req->status : GX_OK;
 }
 
+/* gx_comm_stats' wait_ns, from the clock reads the loop makes anyway: from
+ * the first to the last (a request done at its first step never waited; the
+ * end is early by at most 63 polls). No clock read of its own. */
+static void note_wait(struct gx_request *req, uint64_t from, uint64_t last)
+{
+    if (from && last > from)
+        __atomic_fetch_add(&req->comm->tally.wait_ns, last - from, __ATOMIC_RELAXED);
+}
+
+static int ms_left_at(uint64_t deadline, uint64_t now)
+{
+    if (deadline == UINT64_MAX)
+        return 1 << 30;
+    if (now >= deadline)
+        return 0;
+    uint64_t ms = (deadline - now + 999999ull) / 1000000ull;
+    return ms > (1u << 30) ? (1 << 30) : (int)ms;
+}
+
 GX_API int gx_wait(struct gx_request *req, int timeout_ms)
 {
     gx_clear_last_error();
@@ -99,6 +118,7 @@ GX_API int gx_wait(struct gx_request *req, int timeout_ms)
                                                             : timeout_ms);
     if (req->wait_begin && !req->done)
         req->wait_begin(req);
+    uint64_t waited_from = 0, last_read = 0; /* gx_comm_stats' wait_ns */
     /* Spin briefly, then yield, then nap: many ranks share few cores. With
      * more ranks on the node than CPUs, the rank awaited is usually waiting
      * for this CPU: spinning only delays it, so yield almost at once. */
@@ -111,10 +131,14 @@ GX_API int gx_wait(struct gx_request *req, int timeout_ms)
             break;
         if ((spins & 63) != 0 && spins < spin)
             continue; /* reading the clock costs more than a poll */
-        int left = gx_ms_left(deadline);
+        last_read = gx_now_ns();
+        if (!waited_from)
+            waited_from = last_read;
+        int left = ms_left_at(deadline, last_read);
         if (left == 0) {
             if (req->wait_end)
                 req->wait_end(req);
+            note_wait(req, waited_from, last_read);
             return gx_fail(GX_ETIMEOUT, GX_SUB_COLL, "gx_wait: %s #%llu still running after "
                            "%d ms (the request stays valid)", req->op_name,
                            (unsigned long long)req->seq, timeout_ms);
@@ -131,6 +155,7 @@ GX_API int gx_wait(struct gx_request *req, int timeout_ms)
     }
     if (req->wait_end)
         req->wait_end(req);
+    note_wait(req, waited_from, last_read);
     return req->status;
 }
 

@@ -44,6 +44,7 @@ GX_PARAM_DEFINE(gx_param_progress, "GX_PROGRESS", GX_PARAM_ENUM, "thread", "thre
                 "Who advances non-blocking collectives: a progress thread per communicator "
                 "(thread), or only gx_test/gx_wait in the calling thread (caller).");
 
+#include "collectives/engine/coll_trace.h"
 #include "collectives/engine/coll_engine.h"
 #include "collectives/engine/coll_skip.h"
 
@@ -86,7 +87,10 @@ void coll_comm_broken(struct coll_comm *cc, int status, const char *msg, int fai
             coll_describe_op(op, what, sizeof(what));
             coll_op_set_error(op, status, "%s failed: %s", what, msg);
         }
+        if (gx_trace_on())
+            coll_trace_event(op, "failure");
     }
+    gx_trace_flush("failure"); /* a rank killed next still leaves this much */
 }
 
 static bool op_gated(const struct coll_op *op)
@@ -187,6 +191,10 @@ void coll_op_finish(struct coll_comm *cc, struct coll_op *op)
     if (op->status != GX_OK)
         gx_fail(op->status, GX_SUB_COLL, "%s", op->errmsg);
     coll_flight_finished(cc->flight, op);
+    if (op->status != GX_OK)
+        __atomic_fetch_add(&op->comm->tally.collectives_failed, 1, __ATOMIC_RELAXED);
+    if (gx_trace_on())
+        coll_trace_op(op);
     if (op->status == GX_OK) {
         cc->last_done_seq = op->seq;
         cc->last_done_kind = (uint8_t)op->a.kind;

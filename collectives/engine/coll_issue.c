@@ -134,6 +134,17 @@ uint64_t coll_next_seq(struct gx_comm *comm, int *status)
     return s;
 }
 
+uint64_t coll_issued(struct gx_comm *comm)
+{
+    struct coll_comm *cc = comm->coll;
+    if (!cc)
+        return 0;
+    pthread_mutex_lock(&cc->mu);
+    uint64_t s = cc->seq;
+    pthread_mutex_unlock(&cc->mu);
+    return s;
+}
+
 void coll_note_rejected(struct gx_comm *comm, uint64_t seq, const struct coll_args *a,
                         int status)
 {

@@ -17,6 +17,7 @@
 
 #include "collectives/bootstrap/boot_proto.h"
 #include "collectives/comm/comm_internal.h"
+#include "collectives/engine/coll_trace.h"
 #include "collectives/engine/coll_engine.h"
 #include "collectives/engine/coll_stall.h"
 #include "common/clock.h"
@@ -242,6 +243,9 @@ void coll_stall_check_op(struct coll_comm *cc, struct coll_op *op)
         gx_now_ns() - op->issued_ns < (uint64_t)st->warn_ms * 1000000ull)
         return;
     op->stall_warned = true;
+    __atomic_fetch_add(&op->comm->tally.stalls, 1, __ATOMIC_RELAXED);
+    if (gx_trace_on())
+        coll_trace_event(op, "stall");
     char what[160], waits[300];
     coll_describe_op(op, what, sizeof(what));
     coll_stall_report(op, waits, sizeof(waits));

@@ -261,8 +261,11 @@ int xp_progress_locked(struct gx_xport *x)
             int n = gx_fab_cq_poll(x->doms[i].cq, cqes, 32);
             if (n < 0)
                 return n;
-            for (int k = 0; k < n; k++)
+            for (int k = 0; k < n; k++) {
+                if (gx_trace_on())
+                    xp_trace_cqe(&x->doms[i], &cqes[k]);
                 xp_handle_cqe(x, &cqes[k]);
+            }
             if (n < 32)
                 break;
         }

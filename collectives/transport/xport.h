@@ -77,6 +77,7 @@ struct xp_op {
     bool dev;                /* buf is CUDA device memory handed to the fabric (GPUDirect
                                 RDMA, xport_gdr.c): the CPU never touches it */
     uint64_t posted;         /* receive: posting order (wildcard vs specific), private */
+    uint64_t t_post;         /* gx_now_ns() at the post while tracing (GX_TRACE), else 0 */
     struct xp_op *next;      /* queue link, private */
     void *reg;               /* rendezvous registration, private */
     char err[200];           /* why it failed (already logged once) */
@@ -126,7 +127,7 @@ int gx_xport_progress(struct gx_xport *x);
  *  (xport_internal.h) and are touched under the transport lock only. */
 int gx_xport_peer(struct gx_xport *x, int rank, uint64_t deadline, struct xp_peer **out);
 
-/** What the transport holds now (gx_comm_stats). */
+/** The connections the transport holds now (gx_comm_stats' endpoints..accepts). */
 struct xp_stats {
     int endpoints;       /* peers with an up connection (self excluded) */
     int endpoints_node;  /* ... of them on this node */
@@ -134,7 +135,7 @@ struct xp_stats {
     int accepts;         /* connections from peers it kept */
     int dropped;         /* connections it closed at once (both sides connected) */
 };
-void gx_xport_stats(struct gx_xport *x, struct xp_stats *out);
+void gx_xport_conn_stats(struct gx_xport *x, struct xp_stats *out);
 
 /** Waits that yield: sleep until a provider has work for this transport
  *  (a message, a completion, a connection), at most `timeout_ms`. Returns
@@ -144,6 +145,11 @@ void gx_xport_wait(struct gx_xport *x, int timeout_ms);
 
 /** True when the connection to `peer` is up (it does not connect). */
 bool gx_xport_connected(struct gx_xport *x, int peer);
+
+/** Add this transport's counters to `out` (xport_stats.c): bytes and
+ *  messages per peer class and provider, checksum failures, connections. */
+struct gx_comm_stats;
+void gx_xport_stats(struct gx_xport *x, struct gx_comm_stats *out);
 
 /** Name of the provider used to reach `peer` ("shm", "tcp", "self"). */
 const char *gx_xport_provider_of(const struct gx_xport *x, int peer);

@@ -490,7 +490,7 @@ int xp_conn_all(struct gx_xport *x, uint64_t deadline)
     }
 }
 
-void gx_xport_stats(struct gx_xport *x, struct xp_stats *out)
+void gx_xport_conn_stats(struct gx_xport *x, struct xp_stats *out)
 {
     pthread_mutex_lock(&x->lock);
     *out = (struct xp_stats){ .endpoints = x->nup, .endpoints_node = x->nup_node,

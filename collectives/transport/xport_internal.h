@@ -80,6 +80,8 @@ struct xp_peer {
     int ctl_count;
     int ctl_cap;
     int failed;                                  /* status once the link broke */
+    uint64_t bytes_sent, bytes_received;         /* completed messages (gx_comm_stats) */
+    uint64_t sends, receives;
     bool inject_corrupt;                         /* GX_FAULT: corrupt its message with */
     uint32_t corrupt_tag;                        /* this tag when it arrives */
 };
@@ -112,6 +114,7 @@ struct gx_xport {
     struct xp_op *rndv[XP_RNDV_TABLE];           /* receives by recv_id % table */
     bool inject_regfail;                         /* GX_FAULT: fail the next registration */
     bool checksum;                               /* GX_CHECKSUM: checksum what we send */
+    uint64_t checksum_failures;                  /* messages that failed it (gx_comm_stats) */
     int gdr;                                     /* branch gdr: 0 not asked, 1 yes, -1 no */
     char gdr_why[240];                           /* why not (xport_gdr.c) */
 };
@@ -124,6 +127,18 @@ static inline void xp_op_finish(struct xp_op *op, int status)
 {
     op->status = status;
     __atomic_store_n(&op->done, true, __ATOMIC_RELEASE);
+}
+
+/** GX_TRACE: a completion on the provider track (xport_stats.c). */
+void xp_trace_cqe(const struct xp_domain *d, const struct gx_fab_cqe *e);
+/** Count a completed message (xport_stats.c; traced under GX_TRACE). */
+void xp_tally(struct xp_peer *p, const struct xp_op *op);
+
+/* Done with success: counted, then published to the waiter. */
+static inline void xp_op_done(struct xp_peer *p, struct xp_op *op)
+{
+    xp_tally(p, op);
+    xp_op_finish(op, GX_OK);
 }
 
 /* GX_CHECKSUM of a message in the wire tag: its CRC-32C folded to 16 bits. */

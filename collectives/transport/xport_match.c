@@ -43,6 +43,7 @@ void xp_deliver_eager(struct xp_peer *p, struct xp_op *op, void *data, size_t le
         xp_op_fail(op, GX_EPROTO, "rank %d: a %zu-byte message from rank %d (tag %u) failed its "
                    "checksum: corrupted on the way (GX_CHECKSUM)", p->x->rank, len, p->rank,
                    op->tag);
+        p->x->checksum_failures++;
         xp_fail_peer(p, GX_EPROTO, "a message failed its checksum");
         return;
     }
@@ -57,7 +58,7 @@ void xp_deliver_eager(struct xp_peer *p, struct xp_op *op, void *data, size_t le
         memcpy(op->buf, data, len);
     }
     op->received = len;
-    xp_op_finish(op, GX_OK);
+    xp_op_done(p, op);
 }
 
 void xp_start_rndv_recv(struct xp_peer *p, struct xp_op *op, const struct xp_rts *rts,
@@ -241,7 +242,7 @@ int xp_handle_cqe(struct gx_xport *x, const struct gx_fab_cqe *e)
             return GX_OK;
         }
         if (op)
-            xp_op_finish(op, GX_OK);
+            xp_op_done(p, op);
         xp_send_pending(p);
         return GX_OK;
     }
@@ -256,7 +257,7 @@ int xp_handle_cqe(struct gx_xport *x, const struct gx_fab_cqe *e)
                        op->len, p->rank, gx_fab_ep_name(p->ep));
             xp_fail_peer(p, e->status, "the link broke");
         } else {
-            xp_op_finish(op, GX_OK);
+            xp_op_done(p, op);
         }
         return GX_OK;
     }
@@ -283,10 +284,11 @@ int xp_handle_cqe(struct gx_xport *x, const struct gx_fab_cqe *e)
                 xp_op_fail(op, GX_EPROTO, "rank %d: the %zu bytes rank %d wrote (tag %u) fail "
                            "their checksum: corrupted on the way (GX_CHECKSUM)", x->rank,
                            op->received, p->rank, op->tag);
+                x->checksum_failures++;
                 xp_fail_peer(p, GX_EPROTO, "a message failed its checksum");
                 return GX_OK;
             }
-            xp_op_finish(op, GX_OK);
+            xp_op_done(p, op);
         }
     } else if (XP_WIRE_VERSION(e->tag) != XP_PROTO_VERSION) {
         xp_fail_peer(p, GX_EPROTO, "it speaks another transport protocol version");
@@ -301,6 +303,7 @@ int xp_handle_cqe(struct gx_xport *x, const struct gx_fab_cqe *e)
             snprintf(why, sizeof(why), "a %zu-byte message from rank %d (tag %u) failed its "
                      "checksum: corrupted on the way (GX_CHECKSUM)", (size_t)e->len, p->rank,
                      XP_WIRE_USER_TAG(e->tag));
+            x->checksum_failures++;
             xp_fail_peer(p, GX_EPROTO, why);
             return GX_OK;
         }

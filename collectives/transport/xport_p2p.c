@@ -16,6 +16,7 @@
 #include "collectives/transport/xport_internal.h"
 #include "common/crc32c.h"
 #include "common/log.h"
+#include "common/trace.h"
 
 void xp_op_fail(struct xp_op *op, int status, const char *fmt, ...)
 {
@@ -287,6 +288,7 @@ static void init_op(struct xp_op *op, int kind, int peer, uint32_t tag, void *bu
     op->tag = tag;
     op->buf = buf;
     op->len = len;
+    op->t_post = gx_trace_on() ? gx_trace_now() : 0;
 }
 
 /* A message to this rank from device memory: through host memory first. */
@@ -298,7 +300,10 @@ static void self_send_dev(struct xp_peer *p, uint32_t tag, const void *buf, size
     if (rc == GX_OK)
         xp_on_message(p, XP_MSG_EAGER, tag, tmp, len, -1);
     free(tmp);
-    xp_op_finish(op, rc);
+    if (rc == GX_OK)
+        xp_op_done(p, op);
+    else
+        xp_op_finish(op, rc);
 }
 
 int gx_xport_send_mem(struct gx_xport *x, struct xp_op *op, int peer, uint32_t tag,
@@ -317,7 +322,7 @@ int gx_xport_send_mem(struct gx_xport *x, struct xp_op *op, int peer, uint32_t t
         self_send_dev(p, tag, buf, len, op);
     } else if (peer == x->rank) {
         xp_on_message(p, XP_MSG_EAGER, tag, (void *)buf, len, -1); /* to self: deliver now */
-        xp_op_finish(op, GX_OK);
+        xp_op_done(p, op);
     } else {
         xp_peer_want(x, peer); /* connects on first use */
         if (p->failed) {

@@ -214,22 +214,62 @@ GX_API int gx_comm_node_index(const struct gx_comm *comm);  /**< this node's ind
  *  "self"), or NULL for a bad argument. For diagnosis and tests. */
 GX_API const char *gx_comm_peer_provider(const struct gx_comm *comm, int peer);
 
-/** What a communicator and its process hold now, for scale diagnostics
- *  (docs/scale.md). Start from GX_COMM_STATS_INIT so the struct can grow. */
-struct gx_comm_stats {
-    size_t size;              /**< sizeof(struct gx_comm_stats) */
-    int endpoints;            /**< fabric endpoints to peers, made on demand (GX_CONNECT) */
-    int endpoints_node;       /**< ... of them to ranks of this node */
-    int connects;             /**< connections this rank started */
-    int accepts;              /**< connections from peers it kept */
-    int boot_sockets;         /**< bootstrap sockets of this process (all communicators) */
-    uint64_t boot_msgs_sent;  /**< bootstrap messages this process sent */
-    uint64_t boot_bytes_sent; /**< ... and their payload bytes */
+/* ---------------------------------------------------------------------------
+ * Counters (docs/observability.md lists each with its unit; GX_METRICS_FILE
+ * writes them for Prometheus' node exporter, gx-info --stats reads that).
+ * ------------------------------------------------------------------------ */
+
+/** Where a peer is: this process, another process of this node, another node. */
+enum gx_peer_class { GX_PEER_SELF = 0, GX_PEER_NODE, GX_PEER_NET, GX_PEER_CLASS_COUNT };
+
+/** Completed messages one way or the other (payload bytes, not headers). */
+struct gx_traffic {
+    unsigned long long bytes_sent, bytes_received; /**< bytes */
+    unsigned long long sends, receives;            /**< messages */
 };
-#define GX_COMM_STATS_INIT { sizeof(struct gx_comm_stats), 0, 0, 0, 0, 0, 0, 0 }
-/** Fill `out` (its size field set by GX_COMM_STATS_INIT). GX_EINVAL for a
- *  NULL argument or a size this libgx does not know. */
-GX_API int gx_comm_stats(const struct gx_comm *comm, struct gx_comm_stats *out);
+
+#define GX_STATS_PROVIDERS 4
+
+/**
+ * A communicator's counters since it was created. Set `size` with
+ * GX_COMM_STATS_INIT: a caller built against an older, shorter struct gets
+ * the fields it knows.
+ */
+struct gx_comm_stats {
+    size_t size;                          /**< sizeof(struct gx_comm_stats) */
+    struct gx_traffic peer_class[GX_PEER_CLASS_COUNT]; /**< by enum gx_peer_class */
+    int providers;                        /**< entries of `provider` in use */
+    struct {
+        char name[16];                    /**< "shm", "tcp", "verbs", "dpdk", "self" */
+        struct gx_traffic traffic;
+    } provider[GX_STATS_PROVIDERS];
+    unsigned long long collectives;       /**< collectives called (incl. ones refused) */
+    unsigned long long collectives_failed;/**< of those, finished with an error */
+    unsigned long long p2p;               /**< gx_send/gx_recv family calls */
+    unsigned long long connections;       /**< peers with an open fabric endpoint, now */
+    unsigned long long checksum_failures; /**< messages that failed GX_CHECKSUM */
+    unsigned long long retransmits;       /**< segments a provider sent again (whole process) */
+    unsigned long long stalls;            /**< collectives GX_STALL_WARN reported */
+    unsigned long long wait_ns;           /**< ns callers spent blocked in gx_wait (incl. the
+                                               blocking calls' own waits; to within 63 polls) */
+    /* What the rank holds at scale (docs/scale.md). */
+    int endpoints;                        /**< fabric endpoints to peers, made on demand
+                                               (GX_CONNECT); the same as `connections` */
+    int endpoints_node;                   /**< ... of them to ranks of this node */
+    int connects;                         /**< connections this rank started */
+    int accepts;                          /**< connections from peers it kept */
+    int boot_sockets;                     /**< bootstrap sockets of this process (all
+                                               communicators) */
+    unsigned long long boot_msgs_sent;    /**< bootstrap messages this process sent */
+    unsigned long long boot_bytes_sent;   /**< ... and their payload bytes */
+};
+#define GX_COMM_STATS_INIT                                                     \
+    { sizeof(struct gx_comm_stats), { { 0, 0, 0, 0 } }, 0, { { "", { 0, 0, 0, 0 } } }, 0, 0, 0, \
+      0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+
+/** Fill `stats` (its `size` set, see above) with the communicator's
+ *  counters. GX_EINVAL for NULL or a `size` this libgx cannot serve. */
+GX_API int gx_comm_stats(const struct gx_comm *comm, struct gx_comm_stats *stats);
 
 /* ---------------------------------------------------------------------------
  * Requests (non-blocking operations).

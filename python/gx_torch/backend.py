@@ -45,6 +45,7 @@ import atexit
 import collections
 import datetime
 import ctypes
+import functools
 import os
 import queue
 import secrets
@@ -95,6 +96,50 @@ class _Pending:
         self.op.release()
         self.event.set()
         self.work = None
+
+
+def _tensors(obj):
+    """The tensors in a c10d call's arguments (lists of lists of tensors)."""
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif isinstance(obj, (list, tuple)):
+        for x in obj:
+            yield from _tensors(x)
+
+
+def _comm_metadata(pg, args):
+    """What torch.profiler shows of a call: its group, this rank's place in
+    it, the tensors' bytes and dtype (torch 1.13 has no Python form of the
+    profiler's communication metadata, so it goes into the range's args)."""
+    ts = list(_tensors(args))
+    nbytes = sum(t.numel() * t.element_size() for t in ts)
+    dtype = str(ts[0].dtype).replace("torch.", "") if ts else "-"
+    return (f"group={pg._group} rank={pg.rank()} size={pg.size()} tensors={len(ts)} "
+            f"bytes={nbytes} dtype={dtype}")
+
+
+def _profiled(method):
+    """While torch.profiler (or the autograd profiler) records, a c10d call
+    shows as a "gx:<call>" range from its issue until its work completes
+    (record_function with its end on the work's future, as torch's own
+    process groups do), next to the backward ops that produced its tensors.
+    Costs one check of the profiler's state when it is off."""
+    name = "gx:" + method.__name__.lstrip("_")
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        if not torch.autograd._profiler_enabled():
+            return method(self, *args, **kwargs)
+        rf = torch.autograd.profiler.record_function(name, _comm_metadata(self, args))
+        rf.__enter__()
+        try:
+            work = method(self, *args, **kwargs)
+        except BaseException:
+            rf.__exit__(None, None, None)
+            raise
+        work._end_profile_with(rf)
+        return work
+    return wrapper
 
 
 class GxWork(dist._Work):
@@ -151,6 +196,11 @@ class GxWork(dist._Work):
         if src is None or src < 0:
             raise RuntimeError(f"gx {self._pending.op.what}: no source rank (not a receive)")
         return src
+
+    def _end_profile_with(self, rf):
+        """End the profiler range `rf` when this work completes (its future)."""
+        p = self._pending
+        p.out = rf._call_end_callbacks_on_future(p.out)
 
     def result(self):
         self.wait()
@@ -455,54 +505,68 @@ class ProcessGroupGx(dist.ProcessGroup):
         self._comm.teardown()
 
     # -- collectives (signatures as torch.distributed calls them) -------------
+    @_profiled
     def allreduce(self, tensors, opts=None):
         op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
         return self._launch(self._issue.allreduce(tensors, op))
 
+    @_profiled
     def allreduce_coalesced(self, tensors, opts=None):
         op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
         return self._launch(self._issue.allreduce(tensors, op, coalesced=True))
 
+    @_profiled
     def broadcast(self, tensors, opts=None):
         root = opts.rootRank if opts is not None else 0
         return self._launch(self._issue.broadcast(tensors, root))
 
+    @_profiled
     def reduce(self, tensors, opts=None):
         op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
         return self._launch(self._issue.reduce(tensors, op, opts.rootRank if opts else 0))
 
+    @_profiled
     def allgather(self, output_lists, input_tensors, opts=None):
         return self._launch(self._issue.allgather(output_lists, input_tensors))
 
+    @_profiled
     def _allgather_base(self, output, input, opts=None):
         return self._launch(self._issue.allgather_base(output, input))
 
+    @_profiled
     def allgather_coalesced(self, output_lists, input_list, opts=None):
         return self._launch(self._issue.allgather_coalesced(output_lists, input_list))
 
+    @_profiled
     def reduce_scatter(self, outputs, input_lists, opts=None):
         op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
         return self._launch(self._issue.reduce_scatter(outputs, input_lists, op))
 
+    @_profiled
     def _reduce_scatter_base(self, output, input, opts=None):
         op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
         return self._launch(self._issue.reduce_scatter_base(output, input, op))
 
+    @_profiled
     def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
         return self._launch(self._issue.alltoall_base(output, input, output_split_sizes,
                                                       input_split_sizes))
 
+    @_profiled
     def alltoall(self, outputs, inputs, opts=None):
         return self._launch(self._issue.alltoall(outputs, inputs))
 
+    @_profiled
     def gather(self, output_lists, input_tensors, opts=None):
         return self._launch(self._issue.gather(output_lists, input_tensors,
                                                opts.rootRank if opts else 0))
 
+    @_profiled
     def scatter(self, outputs, input_lists, opts=None):
         return self._launch(self._issue.scatter(outputs, input_lists,
                                                 opts.rootRank if opts else 0))
 
+    @_profiled
     def barrier(self, opts=None):
         return self._launch(self._issue.barrier())
 
@@ -516,9 +580,11 @@ class ProcessGroupGx(dist.ProcessGroup):
                               lambda: self._lib.gx_comm_abort(handle))
         mb.run(timeout, wait_all_ranks, self._timeout_s)
 
+    @_profiled
     def send(self, tensors, dst, tag=0):
         return self._launch(self._issue.send(tensors, dst, tag))
 
+    @_profiled
     def recv(self, tensors, src, tag=0):
         return self._launch(self._issue.recv(tensors, src, tag))
 

@@ -59,7 +59,7 @@ int main(void)
     cfg.init_method = "tcp://127.0.0.1:0";
     CHECK(gx_comm_init(&cfg, &comm) == GX_OK, "single rank init: %s", gx_last_error());
     EXPECT_EINVAL(gx_comm_split(comm, 0, 0, NULL), "out");
-    EXPECT_EINVAL(gx_comm_stats(comm, NULL), "out");
+    EXPECT_EINVAL(gx_comm_stats(comm, NULL), "stats");
     st.size = 8;
     EXPECT_EINVAL(gx_comm_stats(comm, &st), "GX_COMM_STATS_INIT");
     st = (struct gx_comm_stats)GX_COMM_STATS_INIT;
