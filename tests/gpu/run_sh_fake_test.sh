@@ -16,7 +16,8 @@ trap 'rm -rf "$out"' EXIT
 fail() { echo "FAIL: $*"; cat "$out/report.txt" 2>/dev/null; exit 1; }
 limit=12
 steps='^(gx-info|gpudirect (query|copy)|kernels: loaded|nccl: 3 collectives|p2p x2)'
-OUT=$out/o GPU_RUN_STEP_S=$limit GX_TIMEOUT=600 FAKECUDA_FAIL=cuModuleLoadData \
+token=runsh-fake-$$-$RANDOM # marks this run's processes: other tests run nccl_check beside it
+RUNSH_FAKE_TOKEN=$token OUT=$out/o GPU_RUN_STEP_S=$limit GX_TIMEOUT=600 FAKECUDA_FAIL=cuModuleLoadData \
     FAKENCCL_HANG=ncclCommInitRank bash "$src/tests/gpu/run.sh" --fake --prebuilt "$build" \
     --build "$out/b" --commit test-commit --only "$steps" >"$out/stdout" 2>&1
 rc=$?
@@ -35,7 +36,10 @@ secs=$(echo "$line" | awk '{ for (i = 1; i < NF; i++) if ($(i + 1) == "s" && $i 
 awk -v s="$secs" -v l=$limit 'BEGIN { exit !(s >= l && s < l + 10) }' ||
     fail "the hung step ran $secs s, limit $limit s"
 # the step after the hung one ran (p2p x2 passed, above), and nothing of the hung one is left
-pgrep -f "$build/bin/nccl_check" >/dev/null && fail "processes of the hung step are still running"
+for p in $(pgrep -f "$build/bin/nccl_check"); do
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "RUNSH_FAKE_TOKEN=$token" &&
+        fail "processes of the hung step are still running (pid $p)"
+done
 # per-step logs: one file per step that ran, and steps.log with every section
 n=$(tar tzf "$out/o/steps.tar.gz" | grep -c '\.log$')
 [ "$n" = 6 ] || fail "steps.tar.gz has $n step logs, expected 6"
