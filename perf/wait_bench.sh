@@ -7,7 +7,7 @@
 # Two regimes on this machine's CPUs (nproc): one rank per CPU, and 4x
 # oversubscribed (4 ranks per CPU). In each, gx-perf all_reduce at 8 B,
 # 1 KiB and 128 KiB (-n 50 -w 5, -z 1), alternating GX_SPIN_US=-1 (spin,
-# yield and short naps: the old waits) and the default GX_SPIN_US (spin 50
+# yield and short naps: the old waits) and GX_SPIN_US=50 (spin 50
 # us, then sleep on the provider's events; 5 us when oversubscribed), RUNS
 # times each (default 5), same run, interleaved. Transports: shm = one
 # node, the shm transport (GX_COLL_SHM=off: the node arena polls memory and

@@ -14,10 +14,11 @@
 #include "common/log.h"
 #include "common/param.h"
 
-GX_PARAM_DEFINE(gx_param_spin_us, "GX_SPIN_US", GX_PARAM_INT, "50", NULL,
+GX_PARAM_DEFINE(gx_param_spin_us, "GX_SPIN_US", GX_PARAM_INT, "-1", NULL,
                 "Microseconds a waiting rank polls before it sleeps until its provider has work "
                 "(tcp sockets, the shm doorbell; verbs and dpdk keep polling with short naps). "
-                "0 sleeps at once; -1 never sleeps (spin, yield, 20-200 us naps, as before). "
+                "0 sleeps at once; -1 (the default, docs/scale.md) never sleeps: spin, yield, "
+                "20-200 us naps. "
                 "With more ranks than CPUs on the host at most 5 us are spun.");
 
 /* Waits shorter than this are spun, longer ones are slept in slices of this
@@ -28,9 +29,9 @@ uint64_t gx_spin_ns(const struct gx_comm *comm)
 {
     static int spin_us = -2;
     if (spin_us == -2) {
-        long long v = 50;
+        long long v = -1;
         if (gx_param_int(&gx_param_spin_us, &v) != GX_OK || v < -1 || v > 10000000)
-            v = 50;
+            v = -1;
         __atomic_store_n(&spin_us, (int)v, __ATOMIC_RELAXED);
     }
     int us = __atomic_load_n(&spin_us, __ATOMIC_RELAXED);

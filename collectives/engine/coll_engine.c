@@ -341,6 +341,8 @@ static void *progress_main(void *arg)
             idle_since = gx_now_ns();
         bool sleep = spin_ns != UINT64_MAX && idle > 1 && gx_now_ns() - idle_since >= spin_ns &&
                      may_sleep(cc);
+        if (sleep && cc->stall)
+            coll_stall_service(cc); /* progress calls are few while sleeping: it counts them */
         pthread_mutex_unlock(&cc->mu);
         if (sleep)
             gx_xport_wait(cc->comm->xport, 20); /* waits that yield */

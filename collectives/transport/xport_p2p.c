@@ -388,6 +388,12 @@ static int recv_any_locked(struct gx_xport *x, struct xp_op *op)
         take_unexpected(from, op, u, u_prev);
         return GX_OK;
     }
+    /* It fails when any link fails while it waits (that peer may have been
+     * the sender). With connections on demand there may be no link to watch
+     * yet: it connects to every peer it has none with. */
+    for (int q = 0; q < x->size; q++)
+        if (q != x->rank)
+            (void)xp_peer_want(x, q);
     for (int q = 0; q < x->size; q++)
         if (x->peers[q].failed)
             return gx_fail(x->peers[q].failed, GX_SUB_COLL, "receive from any rank (tag %u): "
