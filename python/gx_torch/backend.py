@@ -376,7 +376,8 @@ atexit.register(_teardown_all)
 def _own_address():
     """The address other ranks reach this host by: the one this host uses
     towards GX_MASTER_ADDR / MASTER_ADDR (group rank 0 of a new_group may sit
-    on another host than the job's master), else this host's name."""
+    on another host than the job's master), else this host's name, else (a
+    name that does not resolve) its address on the default route."""
     target = os.environ.get("GX_MASTER_ADDR") or os.environ.get("MASTER_ADDR")
     if target:
         try:
@@ -386,7 +387,22 @@ def _own_address():
                 return s.getsockname()[0]
         except OSError:
             return target
-    return socket.gethostname()
+    name = socket.gethostname()
+    try:
+        socket.getaddrinfo(name, None)
+        return name
+    except OSError:
+        pass
+    # This host's name does not resolve (no /etc/hosts line for it, as in a
+    # container or a chroot): its address on the default route, else
+    # loopback (then every rank is on this host: init_method file:// or a
+    # store on localhost).
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("192.0.2.1", 9))  # TEST-NET-1: no packet is sent
+            return s.getsockname()[0]
+    except OSError:
+        return "127.0.0.1"
 
 
 def _listen_ephemeral(host):
