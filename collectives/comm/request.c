@@ -27,8 +27,8 @@ GX_PARAM_DEFINE(gx_param_spin_us, "GX_SPIN_US", GX_PARAM_INT, "-1", NULL,
 
 uint64_t gx_spin_ns(const struct gx_comm *comm)
 {
-    static int spin_us = -2;
-    if (spin_us == -2) {
+    static int spin_us = -2; /* read once; every thread may get here first */
+    if (__atomic_load_n(&spin_us, __ATOMIC_RELAXED) == -2) {
         long long v = -1;
         if (gx_param_int(&gx_param_spin_us, &v) != GX_OK || v < -1 || v > 10000000)
             v = -1;
