@@ -28,17 +28,9 @@
 
 #include "gx/gx.h"
 
-#define CHECK(cond, ...)                                                       \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            fprintf(stderr, "FAIL rank %d line %d: ", my_rank, __LINE__);      \
-            fprintf(stderr, __VA_ARGS__);                                      \
-            fprintf(stderr, " [last error: %s]\n", gx_last_error());           \
-            exit(1);                                                           \
-        }                                                                      \
-    } while (0)
+#include "../../lib/rank_check.h"
 
-static int my_rank = -1;
+static int me = -1;
 
 enum { ROUNDS = 6, BIG = 200000 }; /* BIG: past GX_EAGER_LIMIT, a rendezvous */
 
@@ -81,7 +73,7 @@ static void send_rounds(struct gx_comm *comm, int tag)
     uint8_t *buf = malloc(BIG);
     for (int round = 0; round < ROUNDS; round++) {
         for (size_t i = 0; i < msg_len(round); i++)
-            buf[i] = pattern(my_rank, round, i);
+            buf[i] = pattern(me, round, i);
         CHECK(gx_send(comm, buf, msg_len(round), GX_UINT8, 0, tag) == GX_OK, "send %d", round);
     }
     free(buf);
@@ -94,7 +86,7 @@ static void fan_in(struct gx_comm *comm)
     int size = gx_comm_size(comm);
     uint8_t *buf = malloc(BIG);
     for (int tag = 11; tag <= 12; tag++) {
-        if (my_rank != 0) {
+        if (me != 0) {
             send_rounds(comm, tag);
         } else {
             if (tag == 12) /* everything is sent (eagers land, RTSs wait) */
@@ -115,16 +107,16 @@ static void posting_order(struct gx_comm *comm)
 {
     int a = -1, b = -1, src = -1;
     struct gx_request *first, *second;
-    if (my_rank == 0) {
+    if (me == 0) {
         CHECK(gx_irecv(comm, &a, 1, GX_INT32, 1, 21, &first) == GX_OK, "specific first");
         CHECK(gx_irecv(comm, &b, 1, GX_INT32, GX_ANY_SOURCE, 21, &second) == GX_OK, "any 2nd");
     }
     CHECK(gx_barrier(comm) == GX_OK, "barrier");
-    if (my_rank == 1) {
+    if (me == 1) {
         for (int v = 100; v <= 101; v++)
             CHECK(gx_send(comm, &v, 1, GX_INT32, 0, 21) == GX_OK, "send %d", v);
     }
-    if (my_rank == 0) {
+    if (me == 0) {
         CHECK(gx_wait(first, -1) == GX_OK && a == 100, "specific receive got %d", a);
         CHECK(gx_wait(second, -1) == GX_OK && b == 101, "wildcard receive got %d", b);
         CHECK(gx_request_source(first, &src) == GX_OK && src == 1, "source of a specific one");
@@ -135,11 +127,11 @@ static void posting_order(struct gx_comm *comm)
         CHECK(gx_irecv(comm, &b, 1, GX_INT32, 1, 22, &second) == GX_OK, "specific 2nd");
     }
     CHECK(gx_barrier(comm) == GX_OK, "barrier");
-    if (my_rank == 1) {
+    if (me == 1) {
         for (int v = 200; v <= 201; v++)
             CHECK(gx_send(comm, &v, 1, GX_INT32, 0, 22) == GX_OK, "send %d", v);
     }
-    if (my_rank == 0) {
+    if (me == 0) {
         CHECK(gx_wait(first, -1) == GX_OK && a == 200, "wildcard receive got %d", a);
         CHECK(gx_wait(second, -1) == GX_OK && b == 201, "specific receive got %d", b);
         gx_request_free(first);
@@ -150,12 +142,12 @@ static void posting_order(struct gx_comm *comm)
 
 static void self_and_errors(struct gx_comm *comm)
 {
-    int v = 7 + my_rank, w = -1, src = -1;
+    int v = 7 + me, w = -1, src = -1;
     struct gx_request *sr, *rr;
-    CHECK(gx_isend(comm, &v, 1, GX_INT32, my_rank, 31, &sr) == GX_OK, "self send");
+    CHECK(gx_isend(comm, &v, 1, GX_INT32, me, 31, &sr) == GX_OK, "self send");
     CHECK(gx_irecv(comm, &w, 1, GX_INT32, GX_ANY_SOURCE, 31, &rr) == GX_OK, "any from self");
     CHECK(gx_wait(rr, -1) == GX_OK && w == v, "self message got %d", w);
-    CHECK(gx_request_source(rr, &src) == GX_OK && src == my_rank, "self source %d", src);
+    CHECK(gx_request_source(rr, &src) == GX_OK && src == me, "self source %d", src);
     CHECK(gx_wait(sr, -1) == GX_OK, "self send completes");
     CHECK(gx_request_source(sr, &src) == GX_EINVAL && strstr(gx_last_error(), "not a receive"),
           "gx_request_source on a send");
@@ -167,10 +159,10 @@ static void self_and_errors(struct gx_comm *comm)
     CHECK(gx_irecv(comm, &w, 1, GX_INT32, -2, 0, &rr) == GX_EINVAL &&
               strstr(gx_last_error(), "out of range"), "peer -2");
     /* Truncation names both ranks, as for a specific receive. */
-    if (my_rank == 1) {
+    if (me == 1) {
         char big[4000] = { 0 };
         CHECK(gx_send(comm, big, sizeof(big), GX_UINT8, 0, 32) == GX_OK, "send 4000");
-    } else if (my_rank == 0) {
+    } else if (me == 0) {
         char small[10];
         int rc = gx_recv(comm, small, sizeof(small), GX_UINT8, GX_ANY_SOURCE, 32, NULL);
         CHECK(rc == GX_ETRUNCATE && strstr(gx_last_error(), "rank 1 to rank 0"),
@@ -189,17 +181,17 @@ int main(int argc, char **argv)
     struct gx_comm *comm;
     int rc = gx_comm_init(&cfg, &comm);
     CHECK(rc == GX_OK, "init: %s", gx_strerror(rc));
-    my_rank = gx_comm_rank(comm);
+    me = gx_comm_rank(comm);
     CHECK(gx_comm_size(comm) >= 2 && gx_comm_size(comm) <= 64, "needs 2..64 ranks");
     if (strcmp(mode, "dead") == 0) {
         CHECK(gx_barrier(comm) == GX_OK, "barrier");
-        if (my_rank == 1) {
+        if (me == 1) {
             usleep(300 * 1000); /* rank 0 is waiting by now */
             raise(SIGKILL);
         }
-        if (my_rank > 1) /* stay: a rank that leaves fails the wildcard receive too */
+        if (me > 1) /* stay: a rank that leaves fails the wildcard receive too */
             sleep(3);
-        if (my_rank == 0) {
+        if (me == 0) {
             int v;
             rc = gx_recv(comm, &v, 1, GX_INT32, GX_ANY_SOURCE, 3, NULL);
             CHECK(GX_IS_PEER_ERROR(rc), "wildcard receive returned %s", gx_strerror(rc));
@@ -215,7 +207,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (strcmp(mode, "timeout") == 0) {
-        if (my_rank == 0) {
+        if (me == 0) {
             int v;
             struct timespec t0, t1;
             clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -240,6 +232,6 @@ int main(int argc, char **argv)
     self_and_errors(comm);
     CHECK(gx_comm_finalize(comm) == GX_OK, "finalize");
     gx_comm_destroy(comm);
-    printf("PASS rank %d: wildcard receives\n", my_rank);
+    printf("PASS rank %d: wildcard receives\n", me);
     return 0;
 }

@@ -24,17 +24,9 @@
 
 #include "gx/gx.h"
 
-static int my_rank = -1;
+static int me = -1;
 
-#define CHECK(cond, ...)                                                       \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            fprintf(stderr, "FAIL rank %d line %d: ", my_rank, __LINE__);      \
-            fprintf(stderr, __VA_ARGS__);                                      \
-            fprintf(stderr, " [last error: %s]\n", gx_last_error());           \
-            exit(1);                                                           \
-        }                                                                      \
-    } while (0)
+#include "../../lib/rank_check.h"
 
 static double now_ms(void)
 {
@@ -77,7 +69,7 @@ static void checked_allreduce(struct gx_comm *comm, size_t bytes)
     int64_t *buf = malloc(n * sizeof(*buf));
     CHECK(buf, "out of memory");
     for (size_t i = 0; i < n; i++)
-        buf[i] = (int64_t)(my_rank + 1) * (int64_t)(i % 1000 + 1);
+        buf[i] = (int64_t)(me + 1) * (int64_t)(i % 1000 + 1);
     CHECK(gx_allreduce(comm, buf, buf, n, GX_INT64, GX_SUM) == GX_OK, "allreduce of %zu bytes",
           bytes);
     int64_t ranks = (int64_t)size * (size + 1) / 2;
@@ -105,7 +97,7 @@ int main(int argc, char **argv)
     struct gx_comm *comm;
     CHECK(gx_comm_init_env(&comm) == GX_OK, "init");
     double init_ms = now_ms() - t0;
-    my_rank = gx_comm_rank(comm);
+    me = gx_comm_rank(comm);
     int size = gx_comm_size(comm);
     char *list = strdup(sizes);
     for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ","))
@@ -116,7 +108,7 @@ int main(int argc, char **argv)
     int fds = count_fds();
     long rss = rss_kb();
     printf("STATS rank %d size %d local %d init_ms %.1f endpoints %d node_endpoints %d fds %d "
-           "rss_kb %ld boot_sockets %d boot_msgs %llu boot_bytes %llu\n", my_rank, size,
+           "rss_kb %ld boot_sockets %d boot_msgs %llu boot_bytes %llu\n", me, size,
            gx_comm_local_size(comm), init_ms, st.endpoints, st.endpoints_node, fds, rss,
            st.boot_sockets, (unsigned long long)st.boot_msgs_sent,
            (unsigned long long)st.boot_bytes_sent);
@@ -142,6 +134,6 @@ int main(int argc, char **argv)
     }
     CHECK(gx_comm_finalize(comm) == GX_OK, "finalize");
     gx_comm_destroy(comm);
-    printf("PASS rank %d\n", my_rank);
+    printf("PASS rank %d\n", me);
     return 0;
 }
