@@ -142,14 +142,6 @@ void gx_observe_fill(struct gx_comm *c, struct gx_comm_stats *s)
     s->stalls = __atomic_load_n(&c->tally.stalls, __ATOMIC_RELAXED);
     s->wait_ns = __atomic_load_n(&c->tally.wait_ns, __ATOMIC_RELAXED);
     s->retransmits = gx_pstat_get(GX_PSTAT_RETRANSMITS);
-    if (c->xport) {
-        struct xp_stats xs;
-        gx_xport_conn_stats(c->xport, &xs);
-        s->endpoints = xs.endpoints;
-        s->endpoints_node = xs.endpoints_node;
-        s->connects = xs.connects;
-        s->accepts = xs.accepts;
-    }
     struct boot_stats bs;
     gx_boot_stats(c->boot, &bs);
     s->boot_sockets = bs.sockets;

@@ -127,16 +127,6 @@ int gx_xport_progress(struct gx_xport *x);
  *  (xport_internal.h) and are touched under the transport lock only. */
 int gx_xport_peer(struct gx_xport *x, int rank, uint64_t deadline, struct xp_peer **out);
 
-/** The connections the transport holds now (gx_comm_stats' endpoints..accepts). */
-struct xp_stats {
-    int endpoints;       /* peers with an up connection (self excluded) */
-    int endpoints_node;  /* ... of them on this node */
-    int connects;        /* connections this rank started */
-    int accepts;         /* connections from peers it kept */
-    int dropped;         /* connections it closed at once (both sides connected) */
-};
-void gx_xport_conn_stats(struct gx_xport *x, struct xp_stats *out);
-
 /** Waits that yield: sleep until a provider has work for this transport
  *  (a message, a completion, a connection), at most `timeout_ms`. Returns
  *  at once when work is pending. A provider that cannot sleep (dpdk,
@@ -147,7 +137,9 @@ void gx_xport_wait(struct gx_xport *x, int timeout_ms);
 bool gx_xport_connected(struct gx_xport *x, int peer);
 
 /** Add this transport's counters to `out` (xport_stats.c): bytes and
- *  messages per peer class and provider, checksum failures, connections. */
+ *  messages per peer class and provider, checksum failures, connections,
+ *  and the endpoints made on demand (endpoints, endpoints_node, connects,
+ *  accepts). */
 struct gx_comm_stats;
 void gx_xport_stats(struct gx_xport *x, struct gx_comm_stats *out);
 

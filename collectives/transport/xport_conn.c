@@ -299,13 +299,12 @@ static void take_accepted(struct gx_xport *x, struct xp_domain *d, struct gx_fab
         if (!p || p->d != d || p->conn == XP_CONN_UP)
             GX_WARN(GX_SUB_COLL, "transport: rank %d dropped an unexpected %s connection from "
                     "rank %d", x->rank, d->prov->name, r);
-        x->ndropped++;
         gx_fab_ep_close(ep);
         return;
     }
     bool mine_pending = p->conn == XP_CONN_CONNECTING || p->conn == XP_CONN_CONFIRM;
     if (mine_pending && x->rank < r) {
-        x->ndropped++; /* both connected at once: ours, the lower rank's, wins */
+        /* both connected at once: ours, the lower rank's, wins */
         gx_fab_ep_close(p->parked);
         p->parked = ep; /* the higher rank closes its side when ours reaches it */
         return;
@@ -488,15 +487,6 @@ int xp_conn_all(struct gx_xport *x, uint64_t deadline)
                            (int)((gx_now_ns() - t0) / 1000000));
         pause_briefly(idle);
     }
-}
-
-void gx_xport_conn_stats(struct gx_xport *x, struct xp_stats *out)
-{
-    pthread_mutex_lock(&x->lock);
-    *out = (struct xp_stats){ .endpoints = x->nup, .endpoints_node = x->nup_node,
-                              .connects = x->nconnects, .accepts = x->naccepts,
-                              .dropped = x->ndropped };
-    pthread_mutex_unlock(&x->lock);
 }
 
 bool gx_xport_connected(struct gx_xport *x, int peer)

@@ -97,7 +97,7 @@ struct gx_xport {
     uint64_t next_watch_ns;
     int nup;                                     /* peers with an endpoint, self excluded */
     int nup_node;                                /* ... of them on this node */
-    int nconnects, naccepts, ndropped;
+    int nconnects, naccepts;
     struct gx_comm *comm;
     int rank;
     int size;

@@ -69,6 +69,10 @@ void gx_xport_stats(struct gx_xport *x, struct gx_comm_stats *out)
         add(&out->provider[i].traffic, p);
     }
     out->checksum_failures += x->checksum_failures;
+    out->endpoints = x->nup;
+    out->endpoints_node = x->nup_node;
+    out->connects = x->nconnects;
+    out->accepts = x->naccepts;
     pthread_mutex_unlock(&x->lock);
 }
 
