@@ -2,19 +2,22 @@
 # gx.sh - build, demo and test gx on a Debian 12 machine.
 #
 #   ./gx.sh demo            install what is missing, build, run the demo job
-#   ./gx.sh test [--long] [--chaos] [--quick] [--sanitizers-only]
+#   ./gx.sh test [--long] [--chaos] [--scale] [--torchsuite] [--quick]
+#                [--sanitizers-only]
 #                           install what is missing, build with tests, run ctest;
 #                           then rebuild with ASan+UBSan and with TSan and run
 #                           the suites marked for them (--quick skips those,
 #                           --sanitizers-only runs only those); --long adds
 #                           soaks and sweeps, --chaos the chaos trials (random
-#                           kills; figures in chaos-report.txt)
+#                           kills; figures in chaos-report.txt), --scale the
+#                           scale runs (64 shm ranks, 256 tcp ranks; part of
+#                           --long too; docs/scale.md), --torchsuite
+#                           PyTorch's whole distributed suite, gx against gloo
+#                           (build/torchsuite/summary.md)
 #   ./gx.sh build           configure and build only
 #   ./gx.sh deps [test]     install (or, when not root, print) the Debian packages
 #
-# Environment: BUILD_DIR (default build), GX_JOBS (build parallelism),
-# CI_SANITIZERS=host (CI's fresh root: .ci/run runs those stages on the
-# host, where LeakSanitizer's tracer works; docs/testing.md).
+# Environment: BUILD_DIR (default build), GX_JOBS (build parallelism).
 set -euo pipefail
 cd "$(dirname "$0")"
 BUILD_DIR=${BUILD_DIR:-build}
@@ -36,6 +39,7 @@ TEST_PKGS+=(libopenmpi-dev)               # perf/mpi_allreduce_bench: compare.sh
 TEST_PKGS+=(chromium)                     # renders gx-accept's HTML report
 TEST_PKGS+=(python3-pyverbs)              # rdma-core's own tests over softverbs
 TEST_PKGS+=(time)                         # perf/tcp_variants.sh: /usr/bin/time around each rank
+TEST_PKGS+=(python3-matplotlib)           # perf/report: plots from perf/results (observe.perf-report)
 # Under ASan+UBSan: everything but the long runs and what is marked "nosan"
 # (the heavy collectives matrix, whose trimmed twin is labelled "sanitize").
 # Under TSan: the suites that exercise threads ("tsan", "sanitize").
@@ -99,13 +103,17 @@ test)
     long=0
     quick=0
     chaos=0
+    scale=0
     sanonly=0
+    torchsuite=0
     for a in "$@"; do
         case "$a" in
         --long) long=1 ;;
         --quick) quick=1 ;;
         --chaos) chaos=1 ;;
+        --scale) scale=1 ;;
         --sanitizers-only) sanonly=1 ;;
+        --torchsuite) torchsuite=1 ;;
         *) echo "gx.sh test: unknown option $a" >&2; exit 2 ;;
         esac
     done
@@ -115,9 +123,17 @@ test)
         say "running the test suite"
         args=(--test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" --timeout 600 "${RETRY[@]}")
         if [ $long -eq 1 ]; then
-            ctest "${args[@]}" -LE chaos
+            ctest "${args[@]}" -LE 'chaos|torchsuite'
         else
-            ctest "${args[@]}" -LE 'long|chaos'
+            ctest "${args[@]}" -LE 'long|chaos|torchsuite'
+        fi
+        if [ $torchsuite -eq 1 ]; then
+            say "PyTorch's distributed suite, gx against gloo (about 25 minutes on 2 cores)"
+            ctest --test-dir "$BUILD_DIR" --output-on-failure -L torchsuite
+        fi
+        if [ $scale -eq 1 ] && [ $long -eq 0 ]; then
+            say "scale runs (64 shm ranks, 256 tcp ranks; tens of minutes on 2 cores)"
+            ctest --test-dir "$BUILD_DIR" --output-on-failure --timeout 3000 -L scale
         fi
         if [ $chaos -eq 1 ]; then
             say "chaos trials (random kills and stops; about 15 minutes)"
@@ -127,16 +143,20 @@ test)
         fi
     fi
     [ $quick -eq 1 ] && exit 0
-    if [ "${CI_SANITIZERS:-here}" = host ]; then
-        say "sanitizer stages skipped (CI_SANITIZERS=host: CI runs them on the host)"
-        exit 0
-    fi
     say "ASan + UBSan build and run"
     BUILD_DIR=$BUILD_DIR-asan configure_and_build -DGX_BUILD_TESTS=ON -DGX_SANITIZE_ADDRESS=ON
     # HWLOC_COMPONENTS=-pci: hwloc's PCI plugin (libpciaccess) leaks at every
     # topology load and is unloaded before LeakSanitizer can name it; gx's own
     # topology tests read XML fixtures and are unaffected.
-    HWLOC_COMPONENTS=-pci UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1} \
+    # HWLOC_PLUGINS_PATH=<empty dir>: no hwloc plugin is loaded at all. With
+    # libhwloc-plugins installed (libopenmpi3 depends on it) hwloc dlopens and
+    # dlcloses its gl/opencl/libxml plugins, and LeakSanitizer's tracer then
+    # crashes at exit on the stale dynamic TLS they leave ("Tracer caught
+    # signal 11", a different handful of multi-rank tests each run).
+    no_plugins=$(cd "$BUILD_DIR-asan" && pwd)/no-hwloc-plugins
+    mkdir -p "$no_plugins"
+    HWLOC_COMPONENTS=-pci HWLOC_PLUGINS_PATH=$no_plugins \
+    UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1} \
         ctest --test-dir "$BUILD_DIR-asan" --output-on-failure -j "$JOBS" --timeout 900 "${RETRY[@]}" -LE "$ASAN_EXCLUDE"
     say "TSan build and run"
     BUILD_DIR=$BUILD_DIR-tsan configure_and_build -DGX_BUILD_TESTS=ON -DGX_SANITIZE_THREAD=ON
@@ -144,7 +164,7 @@ test)
         ctest --test-dir "$BUILD_DIR-tsan" --output-on-failure -j "$JOBS" --timeout 900 "${RETRY[@]}" -L "$TSAN_LABELS"
     ;;
 help|-h|--help)
-    sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
     ;;
 *)
     echo "gx.sh: unknown command '$cmd' (demo, test, build, deps)" >&2

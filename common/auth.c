@@ -220,6 +220,67 @@ int gx_auth_connect(int fd, const struct gx_auth_key *key, enum gx_auth_purpose 
     return gx_auth_client_check(key, &hello, &acc);
 }
 
+void gx_auth_client_start(struct gx_auth_client *c, int fd, const struct gx_auth_key *key,
+                          enum gx_auth_purpose purpose, int rank, uint64_t conn_id)
+{
+    memset(c, 0, sizeof(*c));
+    c->fd = fd;
+    c->key = key;
+    c->purpose = (int)purpose;
+    c->rank = rank;
+    c->conn_id = conn_id;
+}
+
+/* Read what has arrived of `len` bytes into buf: GX_OK when complete. */
+static int client_read(struct gx_auth_client *c, void *buf, size_t len)
+{
+    while (c->got < len) {
+        ssize_t n = recv(c->fd, (char *)buf + c->got, len - c->got, MSG_DONTWAIT);
+        if (n > 0) {
+            c->got += (size_t)n;
+            continue;
+        }
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+            return GX_INPROGRESS;
+        return GX_EPEER;
+    }
+    return GX_OK;
+}
+
+int gx_auth_client_progress(struct gx_auth_client *c)
+{
+    if (c->stage == 0) {
+        int rc = client_read(c, &c->ch, sizeof(c->ch));
+        if (rc != GX_OK)
+            return rc;
+        rc = gx_auth_client_respond(c->key, &c->ch, (enum gx_auth_purpose)c->purpose, c->rank,
+                                    c->conn_id, &c->hello);
+        if (rc != GX_OK)
+            return rc;
+        /* A hello into a socket that has sent us only 32 bytes: its send
+         * buffer is empty, this never blocks. */
+        ssize_t n = send(c->fd, &c->hello, sizeof(c->hello), MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n != (ssize_t)sizeof(c->hello))
+            return GX_EPEER;
+        if (!gx_auth_same_job(c->key, &c->ch))
+            return GX_EAUTH; /* the acceptor logs and drops our hello */
+        c->stage = 1;
+        c->got = 0;
+    }
+    if (c->stage == 1) {
+        int rc = client_read(c, &c->acc, sizeof(c->acc));
+        if (rc == GX_EPEER && !gx_auth_known_same_job(c->key, &c->ch))
+            return GX_EAUTH; /* a dropped hello: most likely the key was refused */
+        if (rc != GX_OK)
+            return rc;
+        rc = gx_auth_client_check(c->key, &c->hello, &c->acc);
+        if (rc != GX_OK)
+            return rc;
+        c->stage = 2;
+    }
+    return GX_OK;
+}
+
 int gx_auth_server_start(struct gx_auth_server *s, int fd, const struct gx_auth_key *key)
 {
     memset(s, 0, sizeof(*s));

@@ -83,6 +83,27 @@ int gx_auth_known_same_job(const struct gx_auth_key *key, const struct gx_auth_c
 int gx_auth_client_check(const struct gx_auth_key *key, const struct gx_auth_hello *hello,
                          const struct gx_auth_accept *acc);
 
+/** Connector without blocking, for providers that set up many connections
+ *  at once (two ranks connecting to each other must never wait for each
+ *  other's acceptor inside a handshake). Start it on a connected socket,
+ *  then call progress until it is not GX_INPROGRESS: GX_OK, or the codes of
+ *  gx_auth_connect. Does not log. */
+struct gx_auth_client {
+    int fd;
+    const struct gx_auth_key *key;
+    int purpose;
+    int rank;
+    uint64_t conn_id;
+    int stage;                       /* 0 challenge, 1 accept, 2 done */
+    struct gx_auth_challenge ch;
+    struct gx_auth_hello hello;
+    struct gx_auth_accept acc;
+    size_t got;
+};
+void gx_auth_client_start(struct gx_auth_client *c, int fd, const struct gx_auth_key *key,
+                          enum gx_auth_purpose purpose, int rank, uint64_t conn_id);
+int gx_auth_client_progress(struct gx_auth_client *c);
+
 struct gx_auth_server {
     int fd;
     const struct gx_auth_key *key;

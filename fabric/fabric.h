@@ -48,12 +48,14 @@
 #include <stdint.h>
 
 #include "common/auth.h" /* GX_INPROGRESS */
+#include "common/trace.h"  /* GX_TRACE: posts on the provider track */
 #include "gx/gx.h"
 
 #define GX_FAB_ADDR_MAX 128 /* bytes of an endpoint/listener address blob */
 #define GX_FAB_RKEY_MAX 64  /* bytes of a packed remote key */
 #define GX_FAB_NAME_MAX 96
 
+struct pollfd;
 struct gx_fab_provider;
 struct gx_fab_domain;
 struct gx_fab_cq;
@@ -201,6 +203,10 @@ struct gx_fab_ops {
     int (*post_atomic)(struct gx_fab_ep *ep, enum gx_fab_atomic_op op, uint64_t operand,
                        uint64_t compare, uint64_t *result, uint64_t raddr,
                        const struct gx_fab_rkey *rkey, uint64_t context);
+
+    /* Sleeping (waits that yield; gx_fab_cq_wait_fds below). */
+    int (*cq_wait_fds)(struct gx_fab_cq *cq, struct pollfd *fds, int max);
+    void (*cq_wait_done)(struct gx_fab_cq *cq);
 };
 
 struct gx_fab_provider {
@@ -336,15 +342,30 @@ static inline const char *gx_fab_ep_name(const struct gx_fab_ep *ep)
 {
     return ep->name;
 }
+/* GX_TRACE: a post on the provider track (common/trace.h). */
+static inline void gx_fab_trace_post(const struct gx_fab_ep *ep, const char *what, size_t len)
+{
+    struct gx_trace_rec r = { .ts = gx_trace_now(), .name = what, .cat = "provider",
+                              .key = { "peer", "bytes" },
+                              .val = { ep->peer_rank, (int64_t)len },
+                              .skey = "provider", .sval = ep->dom->prov->name,
+                              .lane = GX_LANE_WIRE, .kind = GX_TR_INSTANT };
+    gx_trace_emit(&r);
+}
+
 /** Send `len` bytes with a 64-bit tag; lands in the peer's next receive. */
 static inline int gx_fab_post_send(struct gx_fab_ep *ep, const void *buf, size_t len,
                                    struct gx_fab_mr *mr, uint64_t tag, uint64_t context)
 {
+    if (gx_trace_on())
+        gx_fab_trace_post(ep, "post send", len);
     return ep->ops->post_send(ep, buf, len, mr, tag, context);
 }
 static inline int gx_fab_post_recv(struct gx_fab_ep *ep, void *buf, size_t len,
                                    struct gx_fab_mr *mr, uint64_t context)
 {
+    if (gx_trace_on())
+        gx_fab_trace_post(ep, "post recv", len);
     return ep->ops->post_recv(ep, buf, len, mr, context);
 }
 /** RDMA write of `len` bytes to the peer's `raddr` (inside the registration
@@ -354,6 +375,8 @@ static inline int gx_fab_post_write_imm(struct gx_fab_ep *ep, const void *buf, s
                                         const struct gx_fab_rkey *rkey, uint32_t imm,
                                         uint64_t context)
 {
+    if (gx_trace_on())
+        gx_fab_trace_post(ep, "post write_imm", len);
     return ep->ops->post_write_imm(ep, buf, len, mr, raddr, rkey, imm, context);
 }
 
@@ -387,6 +410,25 @@ static inline int gx_fab_post_atomic(struct gx_fab_ep *ep, enum gx_fab_atomic_op
                                      uint64_t context)
 {
     return ep->ops->post_atomic(ep, op, operand, compare, result, raddr, rkey, context);
+}
+
+/**
+ * Sleeping until a cq may have work, for a waiting rank that has spun long
+ * enough (GX_SPIN_US). Fills up to `max` pollfds that become ready when the
+ * cq may have work (its endpoints' sockets, the shm doorbell, listeners and
+ * half-open connections bound to it) and returns their count, or
+ * GX_INPROGRESS when work is pending already (poll the cq, do not sleep),
+ * or GX_EUNSUPPORTED when the provider cannot sleep (dpdk polls a NIC in
+ * user space; verbs without a completion channel): keep polling. After the
+ * poll() on them, whatever woke it, call gx_fab_cq_wait_done().
+ */
+static inline int gx_fab_cq_wait_fds(struct gx_fab_cq *cq, struct pollfd *fds, int max)
+{
+    return cq->dom->ops.cq_wait_fds(cq, fds, max);
+}
+static inline void gx_fab_cq_wait_done(struct gx_fab_cq *cq)
+{
+    cq->dom->ops.cq_wait_done(cq);
 }
 
 /**

@@ -80,6 +80,9 @@ static int stub_post_atomic(struct gx_fab_ep *e, enum gx_fab_atomic_op op, uint6
                             uint64_t c)
 { return GX_EUNSUPPORTED; }
 
+static int stub_cq_wait_fds(struct gx_fab_cq *c, struct pollfd *f, int m) { return GX_EUNSUPPORTED; }
+static void stub_cq_wait_done(struct gx_fab_cq *c) {}
+
 static const struct gx_fab_ops stub_ops = {
     .probe = stub_probe,
     .domain_open = stub_domain_open,
@@ -102,6 +105,8 @@ static const struct gx_fab_ops stub_ops = {
     .post_write = stub_post_write,
     .post_read = stub_post_read,
     .post_atomic = stub_post_atomic,
+    .cq_wait_fds = stub_cq_wait_fds,
+    .cq_wait_done = stub_cq_wait_done,
 };
 
 #define FILL(field) ops->field = prov_ops->field ? prov_ops->field : stub_ops.field
@@ -128,6 +133,8 @@ void gx_fab_fill_ops(struct gx_fab_ops *ops, const struct gx_fab_ops *prov_ops)
     FILL(post_write);
     FILL(post_read);
     FILL(post_atomic);
+    FILL(cq_wait_fds);
+    FILL(cq_wait_done);
 }
 #undef FILL
 

@@ -16,11 +16,21 @@
 
 #include "common/log.h"
 #include "common/param.h"
+#include "common/trace.h"
 #include "gpudirect/cuda_loader.h"
 #include "gpudirect/gpudirect.h"
 
 GX_PARAM_DEFINE(gx_param_gpu_stage_pool, "GX_GPU_STAGE_POOL", GX_PARAM_SIZE, "256M", NULL,
                 "Pinned host memory gx keeps for staging device buffers between calls.");
+
+/* GX_TRACE: a staging copy on the GPU lane, from t0 to now. */
+static void trace_copy(const char *what, uint64_t t0, size_t len)
+{
+    struct gx_trace_rec r = { .ts = t0, .dur = gx_trace_now() - t0, .name = what,
+                              .cat = "gpu copy", .key = { "bytes" }, .val = { (int64_t)len },
+                              .lane = GX_LANE_GPU, .kind = GX_TR_SPAN };
+    gx_trace_emit(&r);
+}
 
 static int copy_err(gx_cu_result r, const char *what, const void *dev, size_t len)
 {
@@ -70,8 +80,11 @@ int gx_gpu_copy_dtoh(void *host, const void *dev, size_t len)
     int rc = enter(dev, "device-to-host copy", &c);
     if (rc != GX_OK)
         return rc;
+    uint64_t t0 = gx_trace_on() ? gx_trace_now() : 0;
     gx_cu_result r = c->memcpy_dtoh(host, (gx_cu_deviceptr)(uintptr_t)dev, len);
     gx_cu_pop(c);
+    if (t0)
+        trace_copy("copy device to host", t0, len);
     return r == GX_CU_SUCCESS ? GX_OK : copy_err(r, "cuMemcpyDtoH", dev, len);
 }
 
@@ -83,8 +96,11 @@ int gx_gpu_copy_htod(void *dev, const void *host, size_t len)
     int rc = enter(dev, "host-to-device copy", &c);
     if (rc != GX_OK)
         return rc;
+    uint64_t t0 = gx_trace_on() ? gx_trace_now() : 0;
     gx_cu_result r = c->memcpy_htod((gx_cu_deviceptr)(uintptr_t)dev, host, len);
     gx_cu_pop(c);
+    if (t0)
+        trace_copy("copy host to device", t0, len);
     return r == GX_CU_SUCCESS ? GX_OK : copy_err(r, "cuMemcpyHtoD", dev, len);
 }
 
@@ -101,9 +117,12 @@ int gx_gpu_copy_dtod(void *dst, const void *src, size_t len)
         return gx_fail(GX_EUNSUPPORTED, GX_SUB_GPU, "device-to-device copy: the driver has no "
                        "cuMemcpyDtoD_v2");
     }
+    uint64_t t0 = gx_trace_on() ? gx_trace_now() : 0;
     gx_cu_result r = c->memcpy_dtod((gx_cu_deviceptr)(uintptr_t)dst,
                                     (gx_cu_deviceptr)(uintptr_t)src, len);
     gx_cu_pop(c);
+    if (t0)
+        trace_copy("copy device to device", t0, len);
     return r == GX_CU_SUCCESS ? GX_OK : copy_err(r, "cuMemcpyDtoD", dst, len);
 }
 

@@ -79,6 +79,7 @@ mpibench="$build/bin/mpi_allreduce_bench"
 gloo="$here/gloo_allreduce_bench.py"
 
 source "$here/netns_lib.sh"
+source "$here/perf_lib.sh"
 tmp=$(mktemp -d)
 nsA="gxperfA$$"
 nsB="gxperfB$$"
@@ -225,7 +226,7 @@ scenario_netns() {
     done
 }
 
-load_now() { cut -d' ' -f1-3 /proc/loadavg; }
+load_now() { perf_load; }
 
 echo "load before: $(load_now)" >"$tmp/load.txt"
 IFS=, read -r -a scen_list <<<"$scenarios"
@@ -256,9 +257,7 @@ if [ "$record" = 1 ]; then
         k=$((k + 1))
     done
 fi
-commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
-dirty=$(git -C "$root" status --porcelain -- collectives fabric common include topology 2>/dev/null | wc -l)
-[ "$dirty" -gt 0 ] && commit="$commit + $dirty uncommitted files in the library"
+commit=$(perf_commit "$root")
 cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -n 1)
 "$python" "$here/compare_report.py" --dir "$tmp" --runs "$runs" --cpu "$cpu" \
     --cores "$(nproc)" --iters "$iters" --warmup "$warmup" --blocking "$blocking" \

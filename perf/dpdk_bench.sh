@@ -1,21 +1,29 @@
 #!/usr/bin/env bash
-# dpdk_bench.sh - the dpdk provider's speed figures of issue 15, each ratio
-# taken in the same run as its reference, medians over repeated runs:
+# dpdk_bench.sh - the dpdk provider's speed figures (issues 15 and 33), each
+# ratio taken in the same run as its reference, medians over repeated runs
+# with every run's figure beside them:
 #   memif 4 MiB write-with-imm bandwidth   vs the tcp provider over loopback (goal >= 2x)
+#   memif 256 KiB bandwidth                vs the tcp provider (goal >= 1.5x)
 #   memif 8 B one-way latency              vs the tcp provider over loopback (goal <= 1/3)
 #   memif 4 MiB at 10% injected loss       vs memif loss-free, same run (goal >= 0.5)
+#   memif 4 MiB the other way (the sender is the memif client; no goal)
 #   af_packet over a veth between two netns vs tcp over the same veth (no goal; root only)
-# memif runs with GX_DPDK_MTU=64000 (memif has no MTU: one 64000-byte frame
-# per memif buffer; -m 9000 for Ethernet jumbo-sized frames, as before
-# 2026-11-25 evening).
+# memif runs at gx's defaults (no GX_DPDK_MTU: 64000-byte frames; the memif
+# client in zero-copy mode). The receiving gx-bw (its server) is the memif
+# client: memif's zero copy saves the copy on the client's receive side, the
+# layout gx's defaults favour (docs/dpdk.md, "memif defaults"); the reverse
+# row shows the other direction. -m MTU sets GX_DPDK_MTU for memif (the
+# 2026-11-25 records ran -m 64000 with the receiver as memif server).
 #
 # usage: perf/dpdk_bench.sh [-r RUNS] [-b BUILD_DIR] [-m MEMIF_MTU] [--record]
-#   --record writes perf/results/<date>-dpdk.md
+#   --record writes perf/results/<date>-dpdk.md (a second one the same day
+#   gets -2, -3, ...)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
-runs=3
-mtu=64000
+source "$here/perf_lib.sh"
+runs=5
+mtu=
 build=/tmp/gx-dpdk-bench
 record=0
 while [ $# -gt 0 ]; do
@@ -31,7 +39,7 @@ pkg-config --exists libdpdk || { echo "libdpdk not found (apt-get install dpdk-d
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGX_BUILD_TESTS=OFF >/dev/null
 cmake --build "$build" --target gx-bw >/dev/null
 bw="$build/bin/gx-bw"
-port=18800
+port=$((18800 + $$ % 400 * 2))
 # gxbw SERVER_ENV CLIENT_ENV NETNS_S NETNS_C HOST args... -> JSON of the client
 gxbw() {
   local senv=$1 cenv=$2 nss=$3 nsc=$4 host=$5; shift 5
@@ -42,12 +50,14 @@ gxbw() {
   env $senv "${ns_s[@]}" "$bw" -p "$port" >/dev/null 2>&1 &
   local spid=$!
   sleep 0.5
-  env $cenv "${ns_c[@]}" "$bw" --json -p "$port" "$@" "$host" 2>/dev/null
+  env $cenv "${ns_c[@]}" "$bw" --json -p "$port" "$@" "$host" 2>/dev/null || echo '{}'
   wait "$spid" || true
 }
-field() { python3 -c "import json,sys; print(json.load(sys.stdin)['results'][0]['$1'])"; }
+field() { python3 -c "import json,sys
+try: print(json.load(sys.stdin)['results'][0]['$1'])
+except Exception: print(0)"; }
 memif() { # role -> env for one side of a memif pair
-  echo "GX_SOCKET_IFNAME=lo GX_DPDK_MTU=$mtu GX_DPDK_VDEV=net_memif0,role=$1,socket=/tmp/gx-dpdk-bench-$port.sock"
+  echo "GX_SOCKET_IFNAME=lo ${mtu:+GX_DPDK_MTU=$mtu} GX_DPDK_VDEV=net_memif0,role=$1,socket=/tmp/gx-dpdk-bench-$port.sock"
 }
 lo="GX_SOCKET_IFNAME=lo"
 
@@ -62,14 +72,18 @@ if [ "$(id -u)" = 0 ] && netns_pair_create "${tag}a" "${tag}b" 2>/dev/null &&
   veth=1
 fi
 
-load0=$(cut -d" " -f1-3 /proc/loadavg)
+head=$(perf_begin "$root")
+echo "$head"
 rows=$(mktemp)
 for r in $(seq 1 "$runs"); do
   tcp=$(gxbw "$lo" "$lo" "" "" 127.0.0.1 --provider tcp -s 4M -n 200 | field bw_avg_mbs)
+  dbw=$(gxbw "$(memif client)" "$(memif server)" "" "" 127.0.0.1 --provider dpdk -s 4M -n 200 | field bw_avg_mbs)
+  t256=$(gxbw "$lo" "$lo" "" "" 127.0.0.1 --provider tcp -s 256K -n 2000 | field bw_avg_mbs)
+  d256=$(gxbw "$(memif client)" "$(memif server)" "" "" 127.0.0.1 --provider dpdk -s 256K -n 2000 | field bw_avg_mbs)
   tlat=$(gxbw "$lo" "$lo" "" "" 127.0.0.1 --provider tcp --lat -s 8 -n 5000 | field t_typical_us)
-  dbw=$(gxbw "$(memif server)" "$(memif client)" "" "" 127.0.0.1 --provider dpdk -s 4M -n 200 | field bw_avg_mbs)
-  dlat=$(gxbw "$(memif server)" "$(memif client)" "" "" 127.0.0.1 --provider dpdk --lat -s 8 -n 5000 | field t_typical_us)
-  dloss=$(gxbw "$(memif server) GX_DPDK_DROP=10%" "$(memif client) GX_DPDK_DROP=10%" "" "" 127.0.0.1 --provider dpdk -s 4M -n 200 | field bw_avg_mbs)
+  dlat=$(gxbw "$(memif client)" "$(memif server)" "" "" 127.0.0.1 --provider dpdk --lat -s 8 -n 5000 | field t_typical_us)
+  dloss=$(gxbw "$(memif client) GX_DPDK_DROP=10%" "$(memif server) GX_DPDK_DROP=10%" "" "" 127.0.0.1 --provider dpdk -s 4M -n 200 | field bw_avg_mbs)
+  drev=$(gxbw "$(memif server)" "$(memif client)" "" "" 127.0.0.1 --provider dpdk -s 4M -n 200 | field bw_avg_mbs)
   vt=0 va=0
   if [ $veth = 1 ]; then
     ve="GX_SOCKET_IFNAME=$tag"
@@ -77,44 +91,52 @@ for r in $(seq 1 "$runs"); do
     va=$(gxbw "$ve GX_DPDK_VDEV=net_af_packet0,iface=${tag}a" "$ve GX_DPDK_VDEV=net_af_packet0,iface=${tag}b" \
          "${tag}a" "${tag}b" 10.77.1.1 --provider dpdk -s 4M -n 100 | field bw_avg_mbs)
   fi
-  echo "$tcp $tlat $dbw $dlat $dloss $vt $va $(cut -d' ' -f1 /proc/loadavg)" | tee -a "$rows" >&2
+  echo "$tcp $dbw $t256 $d256 $tlat $dlat $dloss $drev $vt $va $(cut -d' ' -f1 /proc/loadavg)" | tee -a "$rows" >&2
 done
+tail=$(perf_end)
 
-report=$(python3 - "$rows" "$runs" "$veth" <<'PY'
-import statistics as st, sys
+report=$(python3 - "$rows" "$runs" "$veth" "$here" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[4])
+from perf_stats import cell, ratio_cell, ratios, median
 rows = [list(map(float, l.split())) for l in open(sys.argv[1]) if l.strip()]
-med = [st.median(c) for c in zip(*rows)]
-bw_ratio = st.median([r[2] / r[0] for r in rows if r[0]])
-lat_ratio = st.median([r[3] / r[1] for r in rows if r[1]])
-loss_ratio = st.median([r[4] / r[2] for r in rows if r[2]])
+col = lambda i: [r[i] for r in rows]
 def ok(b): return "met" if b else "NOT met"
-print(f"runs: {sys.argv[2]} (medians; each ratio is the median of per-run ratios)\n")
+bw4, bw256, lat, loss = (median(ratios(col(1), col(0))), median(ratios(col(3), col(2))),
+                         median(ratios(col(5), col(4))), median(ratios(col(6), col(1))))
+print(f"runs: {sys.argv[2]}; each cell: the median, then every run's figure; each ratio is the "
+      "median of the per-run ratios\n")
 print("| figure | measured | reference (same run) | ratio | goal |")
 print("|---|---|---|---|---|")
-print(f"| dpdk memif write-with-imm BW, 4 MiB | {med[2]:.0f} MB/s | tcp provider, loopback: {med[0]:.0f} MB/s | {bw_ratio:.2f} | >= 2: {ok(bw_ratio >= 2)} |")
-print(f"| dpdk memif one-way latency, 8 B (t_typical) | {med[3]:.2f} us | tcp provider, loopback: {med[1]:.2f} us | {lat_ratio:.2f} | <= 0.33: {ok(lat_ratio <= 1/3)} |")
-print(f"| dpdk memif BW at 10% injected loss, 4 MiB | {med[4]:.0f} MB/s | loss-free memif: {med[2]:.0f} MB/s | {loss_ratio:.2f} | >= 0.5: {ok(loss_ratio >= 0.5)} |")
+print(f"| memif write-with-imm BW, 4 MiB (MB/s) | {cell(col(1), 0)} | tcp provider, loopback: {cell(col(0), 0)} | {ratio_cell(col(1), col(0))} | >= 2: {ok(bw4 >= 2)} |")
+print(f"| memif write-with-imm BW, 256 KiB (MB/s) | {cell(col(3), 0)} | tcp provider, loopback: {cell(col(2), 0)} | {ratio_cell(col(3), col(2))} | >= 1.5: {ok(bw256 >= 1.5)} |")
+print(f"| memif one-way latency, 8 B, t_typical (us) | {cell(col(5))} | tcp provider, loopback: {cell(col(4))} | {ratio_cell(col(5), col(4))} | <= 0.33: {ok(lat <= 1/3)} |")
+print(f"| memif BW at 10% injected loss, 4 MiB (MB/s) | {cell(col(6), 0)} | loss-free memif: {cell(col(1), 0)} | {ratio_cell(col(6), col(1))} | >= 0.5: {ok(loss >= 0.5)} |")
+print(f"| memif BW, 4 MiB, sender is the memif client (MB/s) | {cell(col(7), 0)} | tcp provider, loopback: {cell(col(0), 0)} | {ratio_cell(col(7), col(0))} | none (copy mode's path) |")
 if sys.argv[3] == "1":
-    va_ratio = st.median([r[6] / r[5] for r in rows if r[5]])
-    print(f"| dpdk af_packet over veth (2 netns), 4 MiB | {med[6]:.0f} MB/s | tcp provider, same veth: {med[5]:.0f} MB/s | {va_ratio:.2f} | none (kernel copy path) |")
+    print(f"| af_packet over veth (2 netns), 4 MiB (MB/s) | {cell(col(9), 0)} | tcp provider, same veth: {cell(col(8), 0)} | {ratio_cell(col(9), col(8))} | none (kernel copy path) |")
 print("\nMB/s = 2^20 bytes per second, as perftest. Load average (1 min) after each run: "
-      + ", ".join(f"{r[7]:.2f}" for r in rows))
+      + ", ".join(f"{r[10]:.2f}" for r in rows))
 PY
 )
 echo "$report"
+echo "$tail"
 if [ "$record" = 1 ]; then
   out="$here/results/$(date +%Y-%m-%d)-dpdk.md"
+  k=2
+  while [ -e "$out" ]; do out="$here/results/$(date +%Y-%m-%d)-dpdk-$k.md"; k=$((k + 1)); done
   {
     echo "# dpdk provider speed figures, $(date +%Y-%m-%d)"
     echo
     echo "CPU: $(lscpu | sed -n 's/^Model name:[[:space:]]*//p'), $(nproc) cores"
-    echo "Kernel: $(uname -r); DPDK $(pkg-config --modversion libdpdk); commit $(git -C "$root" rev-parse --short HEAD)"
-    echo "Load average at the start: $load0 (other work on the machine skews two-process figures)"
-    echo "Command: perf/dpdk_bench.sh -r $runs -m $mtu --record (memif GX_DPDK_MTU=$mtu)"
+    echo "Kernel: $(uname -r); DPDK $(pkg-config --modversion libdpdk); $head"
+    echo "Command: perf/dpdk_bench.sh -r $runs${mtu:+ -m $mtu} --record (memif ${mtu:+GX_DPDK_MTU=$mtu}${mtu:-defaults}; the receiving gx-bw is the memif client)"
     echo
     echo "$report"
     echo
-    echo "Per-run rows (tcp_bw tcp_lat_us memif_bw memif_lat_us memif_loss10_bw veth_tcp_bw veth_afpacket_bw load1):"
+    echo "$tail"
+    echo
+    echo "Per-run rows (tcp_bw memif_bw tcp_256k memif_256k tcp_lat_us memif_lat_us memif_loss10_bw memif_reverse_bw veth_tcp_bw veth_afpacket_bw load1):"
     echo '```'
     cat "$rows"
     echo '```'

@@ -121,7 +121,9 @@ gxbw() { # provider, args... -> JSON on stdout
 }
 field() { python3 -c "import json,sys; print(json.load(sys.stdin)['results'][0]['$1'])"; }
 
-load0=$(cut -d" " -f1-3 /proc/loadavg)
+source "$here/perf_lib.sh"
+head=$(perf_begin "$root")
+echo "$head"
 : > "$tmp/rows"
 for r in $(seq 1 "$runs"); do
   mc=$("$tmp/copybench" memcpy)
@@ -134,38 +136,42 @@ for r in $(seq 1 "$runs"); do
   echo "$mc $cma $shm $lat $stream $tcp $tlat" | tee -a "$tmp/rows" >&2
 done
 
-report=$(python3 - "$tmp/rows" "$runs" <<'PY'
-import statistics as st, sys
+report=$(python3 - "$tmp/rows" "$runs" "$here" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[3])
+from perf_stats import cell, ratio_cell, ratios, median
 rows = [list(map(float, l.split())) for l in open(sys.argv[1]) if l.strip()]
-cols = list(zip(*rows))
-med = [st.median(c) for c in cols]
-ratios_shm = st.median([r[2] / r[0] for r in rows])
-ratios_tcp = st.median([r[5] / r[4] for r in rows])
-ratio_cma = st.median([r[1] / r[0] for r in rows])
+col = lambda i: [r[i] for r in rows]
+ratios_shm = median(ratios(col(2), col(0)))
+ratios_tcp = median(ratios(col(5), col(4)))
 def ok(b): return "met" if b else "NOT met"
-print(f"runs: {sys.argv[2]} (medians; each ratio is the median of per-run ratios)\n")
+print(f"runs: {sys.argv[2]}; each cell: the median, then every run's figure; each ratio is the "
+      "median of the per-run ratios\n")
 print("| figure | measured | reference (same run) | ratio | goal |")
 print("|---|---|---|---|---|")
-print(f"| shm write-with-imm BW, 4 MiB | {med[2]:.0f} MB/s | memcpy 4 MiB, one core: {med[0]:.0f} MB/s | {ratios_shm:.2f} | >= 0.60: {ok(ratios_shm >= 0.6)} |")
-print(f"| shm one-way latency, 8 B (t_typical) | {med[3]:.2f} us | - | - | <= 1 us: {ok(med[3] <= 1.0)} |")
-print(f"| tcp write-with-imm BW, 4 MiB, loopback | {med[5]:.0f} MB/s | plain TCP stream: {med[4]:.0f} MB/s | {ratios_tcp:.2f} | >= 0.80: {ok(ratios_tcp >= 0.8)} |")
-print(f"| tcp one-way latency, 8 B (t_typical) | {med[6]:.2f} us | - | - | - |")
-print(f"| process_vm_readv 4 MiB (shm's copy) | {med[1]:.0f} MB/s | memcpy: {med[0]:.0f} MB/s | {ratio_cma:.2f} | - |")
+print(f"| shm write-with-imm BW, 4 MiB (MB/s) | {cell(col(2), 0)} | memcpy 4 MiB, one core: {cell(col(0), 0)} | {ratio_cell(col(2), col(0))} | >= 0.60: {ok(ratios_shm >= 0.6)} |")
+print(f"| shm one-way latency, 8 B, t_typical (us) | {cell(col(3))} | - | - | <= 1 us: {ok(median(col(3)) <= 1.0)} |")
+print(f"| tcp write-with-imm BW, 4 MiB, loopback (MB/s) | {cell(col(5), 0)} | plain TCP stream: {cell(col(4), 0)} | {ratio_cell(col(5), col(4))} | >= 0.80: {ok(ratios_tcp >= 0.8)} |")
+print(f"| tcp one-way latency, 8 B, t_typical (us) | {cell(col(6))} | - | - | - |")
+print(f"| process_vm_readv 4 MiB, shm's copy (MB/s) | {cell(col(1), 0)} | memcpy: {cell(col(0), 0)} | {ratio_cell(col(1), col(0))} | - |")
 print("\nMB/s = 2^20 bytes per second, as perftest.")
 PY
 )
 echo "$report"
+tail=$(perf_end)
+echo "$tail"
 if [ "$record" = 1 ]; then
   out="$here/results/$(date +%Y-%m-%d)-fabric.md"
   {
     echo "# Fabric speed figures, $(date +%Y-%m-%d)"
     echo
     echo "CPU: $(lscpu | sed -n 's/^Model name:[[:space:]]*//p'), $(nproc) cores"
-    echo "Kernel: $(uname -r); commit $(git -C "$root" rev-parse --short HEAD)"
-    echo "Load average at the start: $load0 (other work on the machine skews two-process figures)"
+    echo "Kernel: $(uname -r); $head (other work on the machine skews two-process figures)"
     echo "Command: perf/fabric_bench.sh -r $runs --record"
     echo
     echo "$report"
+    echo
+    echo "$tail"
     echo
     echo "Per-run rows (memcpy cma shm_bw shm_lat_us tcp_stream tcp_bw tcp_lat_us):"
     echo '```'

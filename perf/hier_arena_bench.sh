@@ -32,6 +32,7 @@ done
 [ -x /usr/bin/time ] || { echo "hier_arena_bench.sh: /usr/bin/time needed (apt-get install time)" >&2; exit 1; }
 gxrun=$build/bin/gx-run gxperf=$build/bin/gx-perf
 source "$here/netns_lib.sh"
+source "$here/perf_lib.sh"
 tmp=$(mktemp -d)
 nsA=gxarenaA$$ nsB=gxarenaB$$
 netns_cleanup_on_exit "$tmp"
@@ -56,6 +57,7 @@ job() {
     cpu=$(cat "$tmp/tA" "$tmp/tB" | awk 'NF == 2 && $1 ~ /^[0-9.]+$/ { s += $1 + $2 } END { print s }')
     echo "$bw $cpu"
 }
+perf_begin "$here/.."
 : >"$tmp/rows"
 for ((run = 0; run < runs; run++)); do
     load=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -76,6 +78,8 @@ echo "load end $(cut -d' ' -f1-3 /proc/loadavg)" >>"$tmp/rows"
 python3 - "$tmp/rows" "$lo" "$hi" "$per" <<'PY'
 import statistics, sys
 rows, lo, hi = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+def cell(v, f):
+    return (f % statistics.median(v)) + " (runs " + " ".join(f % x for x in v) + ")" if v else "-"
 d, loads = {}, []
 for line in open(rows):
     f = line.split()
@@ -92,10 +96,12 @@ for size in ["1M", "4M", "16M"]:
     o = [d[(r, size, "off")] for r in runs if (r, size, "off") in d]
     bwr = [d[(r, size, "auto")][0] / d[(r, size, "off")][0] for r in runs]
     cr = [d[(r, size, "auto")][1] / d[(r, size, "off")][1] for r in runs if d[(r, size, "off")][1] > 0]
-    m = statistics.median
-    print("| %s | %.3f | %.3f | %.2fx | %.1f | %.1f | %.2fx |" % (size, m([x[0] for x in a]), m([x[0] for x in o]),
-          m(bwr), m([x[1] for x in a]), m([x[1] for x in o]), m(cr) if cr else float("nan")))
+    c = lambda v, f="%.3f": cell(v, f)
+    print("| %s | %s | %s | %s | %s | %s | %s |" % (size, c([x[0] for x in a]), c([x[0] for x in o]),
+          c(bwr, "%.2f"), c([x[1] for x in a], "%.1f"), c([x[1] for x in o], "%.1f"), c(cr, "%.2f")))
 print()
+print("each cell: the median, then every run's figure")
 print("load average (1/5/15 min) before each run and at the end: " + "; ".join(loads))
 print("2 nodes x %s ranks; runs: %d, CPU per op from %d and %d timed iterations (2 warm-up)" % (sys.argv[4], len(runs), lo, hi))
 PY
+perf_end

@@ -59,6 +59,7 @@ fi
 gxrun=$build/bin/gx-run gxperf=$build/bin/gx-perf mpibench=$build/bin/mpi_allreduce_bench
 
 source "$here/netns_lib.sh"
+source "$here/perf_lib.sh"
 tmp=$(mktemp -d)
 nsA=gxhierA$$ nsB=gxhierB$$
 netns_cleanup_on_exit "$tmp"
@@ -177,8 +178,15 @@ for s in sizes:
     for peer in peers:
         per = [bw[("gx-hier", r)][s] / bw[(peer, r)][s] for r in range(runs)
                if bw.get(("gx-hier", r), {}).get(s) and bw.get((peer, r), {}).get(s)]
-        ratios.append("%.2fx" % statistics.median(per) if per else "-")
+        ratios.append("%.2fx (runs %s)" % (statistics.median(per), " ".join("%.2f" % x for x in per))
+                      if per else "-")
     print("| %d MiB | %s | %s |" % (s >> 20, " | ".join(cells), " | ".join(ratios)))
+print("\nEvery run (busbw GB/s per size):\n")
+for t in tools:
+    for r in range(runs):
+        row = bw.get((t, r), {})
+        print("- %s run %d: %s" % (t, r + 1, ", ".join("%d MiB %.3f" % (s >> 20, row[s]) if row.get(s)
+                                                    else "%d MiB -" % (s >> 20) for s in sizes)))
 EOF
 )
 suffix= title=
@@ -191,9 +199,9 @@ loads=$(awk '{ printf "%s%s %s %s", (NR > 1 ? "; " : ""), $2, $3, $4 }' "$tmp/lo
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')
 text="# Hierarchical all-reduce, 2 netns nodes x 2 ranks$title
 
-$(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs ($cpu), commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?').
+$(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs ($cpu), commit $(perf_commit "$root").
 perf/hier_bench.sh -r $runs -n $iters -w $warmup$([ "$rails" = 1 ] && echo " --rails" || true)$([ -n "$rate" ] && echo " --rate $rate" || true): float32 sum, out of place,
-blocking; busbw in GB/s (median of $runs runs); ratios are medians of per-run ratios.
+blocking; busbw in GB/s (median of $runs runs); ratios are medians of per-run ratios, every run's beside them.
 GX_SOCKET_IFNAME=$ifname. gx-flat = the better of gx-ring and gx-rhd in each run.
 Load average (1, 5, 15 min) before each run and after the last: $loads.
 gx build: $build (CMAKE_BUILD_TYPE '${btype:-default}'); Open MPI $(mpirun --version 2>/dev/null | head -1 | awk '{print $NF}').

@@ -9,14 +9,19 @@
 #   -- ENV=V ...   extra env for both memif sides
 #   -a "ENV=V ..." also measure memif with these settings in each run (an A/B
 #                  comparison in the same run), e.g. -a GX_DPDK_ZCOPY=0
-#   -m MTU         memif GX_DPDK_MTU (default 64000; 9000 = Ethernet jumbo size)
-#   -N NICE        run every gx-bw (tcp and memif alike) at this nice level;
-#                  on a shared machine -N -20 keeps other work from
-#                  descheduling the busy-polling ranks (root only)
+#   -m MTU         memif GX_DPDK_MTU (default: gx's, 64000; 9000 = Ethernet jumbo size)
+#   -R             the sender is the memif client (default: the receiver is,
+#                  memif's zero-copy receive, as perf/dpdk_bench.sh)
+#   -N NICE        run every gx-bw (tcp and memif alike) at this nice level
+#                  (root only). With the kernel's autogroup scheduling (on in
+#                  Debian: /proc/sys/kernel/sched_autogroup_enabled) nice
+#                  only ranks tasks within one session: other sessions' work
+#                  still gets its share, so this does not make a shared
+#                  machine quiet
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
-runs=5 build=/tmp/gx-memif-bench iters=200 mtu=64000 extra="" alt="" nice=0
+runs=5 build=/tmp/gx-memif-bench iters=200 mtu= extra="" alt="" nice=0 recv_role=client
 while [ $# -gt 0 ]; do
   case "$1" in
     -r) runs=$2; shift 2 ;;
@@ -25,8 +30,9 @@ while [ $# -gt 0 ]; do
     -a) alt=$2; shift 2 ;;
     -N) nice=$2; shift 2 ;;
     -m) mtu=$2; shift 2 ;;
+    -R) recv_role=server; shift ;;
     --) shift; extra="$*"; break ;;
-    *) echo "usage: $0 [-r RUNS] [-b BUILD_DIR] [-n ITERS] [-a ENV] [-m MTU] [-N NICE] [-- ENV=VALUE...]" >&2; exit 2 ;;
+    *) echo "usage: $0 [-r RUNS] [-b BUILD_DIR] [-n ITERS] [-a ENV] [-m MTU] [-R] [-N NICE] [-- ENV=VALUE...]" >&2; exit 2 ;;
   esac
 done
 pkg-config --exists libdpdk || { echo "libdpdk not found (apt-get install dpdk-dev)" >&2; exit 77; }
@@ -44,29 +50,32 @@ gxbw() { # SERVER_ENV CLIENT_ENV args... -> bw_avg_mbs of the client
     python3 -c "import json,sys; print(json.load(sys.stdin)['results'][0]['bw_avg_mbs'])"
   wait "$spid" || true
 }
-memif() { echo "GX_SOCKET_IFNAME=lo GX_DPDK_MTU=$mtu GX_DPDK_VDEV=net_memif0,role=$1,socket=/tmp/gx-memif-bw-$port.sock $extra"; }
+memif() { echo "GX_SOCKET_IFNAME=lo ${mtu:+GX_DPDK_MTU=$mtu} GX_DPDK_VDEV=net_memif0,role=$1,socket=/tmp/gx-memif-bw-$port.sock $extra"; }
+send_role=server
+[ $recv_role = server ] && send_role=client
 lo="GX_SOCKET_IFNAME=lo"
-echo "commit $(git -C "$root" rev-parse --short HEAD); extra env: ${extra:-none}; B env: ${alt:-none}; memif MTU $mtu; nice $nice; loadavg before: $(cat /proc/loadavg)"
+source "$here/perf_lib.sh"
+perf_begin "$root"
+echo "extra env: ${extra:-none}; B env: ${alt:-none}; memif MTU ${mtu:-default}; the receiver is the memif $recv_role; nice $nice"
 rows=$(mktemp)
 for r in $(seq 1 "$runs"); do
   t=$(gxbw "$lo" "$lo" --provider tcp -s 4M -n "$iters")
-  m=$(gxbw "$(memif server)" "$(memif client)" --provider dpdk -s 4M -n "$iters")
+  m=$(gxbw "$(memif $recv_role)" "$(memif $send_role)" --provider dpdk -s 4M -n "$iters")
   a=0
-  [ -n "$alt" ] && a=$(gxbw "$(memif server) $alt" "$(memif client) $alt" --provider dpdk -s 4M -n "$iters")
+  [ -n "$alt" ] && a=$(gxbw "$(memif $recv_role) $alt" "$(memif $send_role) $alt" --provider dpdk -s 4M -n "$iters")
   echo "$t $m $a $(cut -d' ' -f1 /proc/loadavg)" | tee -a "$rows"
 done
-python3 - "$rows" <<'PY'
-import statistics as st, sys
+python3 - "$rows" "$here" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[2])
+from perf_stats import cell, ratio_cell
 rows = [list(map(float, l.split())) for l in open(sys.argv[1]) if l.strip()]
-print("columns: tcp_MBps memif_MBps memif_B_MBps load1")
-print(f"median tcp {st.median(r[0] for r in rows):.0f} MB/s, memif {st.median(r[1] for r in rows):.0f} MB/s, "
-      f"per-run ratios {' '.join(f'{r[1]/r[0]:.2f}' for r in rows if r[0])}, "
-      f"median ratio {st.median(r[1]/r[0] for r in rows if r[0]):.2f} (goal >= 2)")
-if any(r[2] for r in rows):
-    print(f"memif with B env: median {st.median(r[2] for r in rows):.0f} MB/s, "
-          f"ratio to tcp {st.median(r[2]/r[0] for r in rows if r[0]):.2f}, "
-          f"memif/memif-B per run {' '.join(f'{r[1]/r[2]:.2f}' for r in rows if r[2])}, "
-          f"median {st.median(r[1]/r[2] for r in rows if r[2]):.2f}")
+col = lambda i: [r[i] for r in rows]
+print("columns: tcp_MBps memif_MBps memif_B_MBps load1; each figure: the median, then every run's")
+print(f"tcp {cell(col(0), 0)} MB/s; memif {cell(col(1), 0)} MB/s; memif/tcp {ratio_cell(col(1), col(0))} (goal >= 2)")
+if any(col(2)):
+    print(f"memif with B env {cell(col(2), 0)} MB/s; B/tcp {ratio_cell(col(2), col(0))}; "
+          f"memif/memif-B {ratio_cell(col(1), col(2))}")
 PY
-echo "loadavg after: $(cat /proc/loadavg)"
+perf_end
 rm -f "$rows"

@@ -7,16 +7,22 @@
 # compare variants there (e.g. GX_DPDK_ZCOPY=0 vs 1, GX_DPDK_MTU=9000 vs
 # 64000). Each variant runs RUNS times, interleaved; medians.
 #
-# usage: perf/memif_cost.sh [-r RUNS] [-b BUILD_DIR] [-n ITERS] "ENV A" "ENV B" ...
+# memif runs at gx's defaults (64000-byte frames, the client in zero-copy
+# mode) with the receiver as the memif client, as perf/dpdk_bench.sh; -R makes
+# the sender the client. A variant's ENV may set GX_DPDK_MTU, GX_DPDK_ZCOPY,
+# or MEMIF_CLIENT_ARGS=zero-copy=no (appended to the client's vdev string).
+#
+# usage: perf/memif_cost.sh [-r RUNS] [-b BUILD_DIR] [-n ITERS] [-R] "ENV A" "ENV B" ...
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
-runs=5 build=/tmp/gx-memif-bench iters=200
+runs=5 build=/tmp/gx-memif-bench iters=200 recv_role=client
 while [ $# -gt 0 ]; do
   case "$1" in
     -r) runs=$2; shift 2 ;;
     -b) build=$2; shift 2 ;;
     -n) iters=$2; shift 2 ;;
+    -R) recv_role=server; shift ;;
     *) break ;;
   esac
 done
@@ -27,16 +33,23 @@ cmake --build "$build" --target gx-bw >/dev/null
 bw="$build/bin/gx-bw"
 port=$((19500 + $$ % 400))
 out=$(mktemp -d)
-echo "commit $(git -C "$root" rev-parse --short HEAD); loadavg before: $(cat /proc/loadavg)"
+source "$here/perf_lib.sh"
+perf_begin "$root"
+send_role=server
+[ $recv_role = server ] && send_role=client
+echo "the receiver is the memif $recv_role"
 for r in $(seq 1 "$runs"); do
   v=0
   for venv in "$@"; do
     v=$((v + 1)); port=$((port + 1))
-    base="GX_SOCKET_IFNAME=lo GX_DPDK_MTU=9000 GX_DEBUG=info GX_DPDK_COST=1"
+    base="GX_SOCKET_IFNAME=lo GX_DEBUG=info GX_DPDK_COST=1"
     sock=/tmp/gx-memif-cost-$port.sock
-    env $base GX_DPDK_VDEV=net_memif0,role=server,socket=$sock $venv "$bw" -p "$port" 2>"$out/s" >/dev/null &
+    cargs=$(echo "$venv" | sed -n 's/.*MEMIF_CLIENT_ARGS=\([^ ]*\).*/,\1/p')
+    rv=net_memif0,role=$recv_role,socket=$sock sv=net_memif0,role=$send_role,socket=$sock
+    if [ $recv_role = client ]; then rv=$rv$cargs; else sv=$sv$cargs; fi
+    env $base GX_DPDK_VDEV=$rv $venv "$bw" -p "$port" 2>"$out/s" >/dev/null &
     sleep 0.5
-    env $base GX_DPDK_VDEV=net_memif0,role=client,socket=$sock $venv "$bw" --json -p "$port" \
+    env $base GX_DPDK_VDEV=$sv $venv "$bw" --json -p "$port" \
       --provider dpdk -s 4M -n "$iters" 127.0.0.1 2>"$out/c" >"$out/j" || true
     wait || true
     s=$(sed -n 's/.*data-path work \([0-9.]*\) ms.*/\1/p' "$out/s" | tail -1)
@@ -46,15 +59,18 @@ for r in $(seq 1 "$runs"); do
     echo "variant $v [${venv:-default}] run $r: sender ${c:-?} ms, receiver ${s:-?} ms, $b MB/s"
   done
 done
-python3 - "$out/rows" "$iters" "$@" <<'PY'
-import statistics as st, sys
+python3 - "$out/rows" "$iters" "$here" "$@" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[3])
+from perf_stats import cell
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
 gib = int(sys.argv[2]) * 4 / 1024  # 4 MiB messages
-for v, name in enumerate(sys.argv[3:], 1):
+print("each figure: the median, then every run's")
+for v, name in enumerate(sys.argv[4:], 1):
     r = [list(map(float, x[1:])) for x in rows if int(x[0]) == v]
-    print(f"variant {v} [{name or 'default'}]: CPU ms per GiB sender {st.median(x[0] for x in r)/gib:.1f}, "
-          f"receiver {st.median(x[1] for x in r)/gib:.1f}; bandwidth median {st.median(x[2] for x in r):.0f} MB/s "
-          f"(under load {st.median(x[3] for x in r):.1f})")
+    print(f"variant {v} [{name or 'default'}]: CPU ms per GiB sender {cell([x[0] / gib for x in r], 1)}, "
+          f"receiver {cell([x[1] / gib for x in r], 1)}; bandwidth {cell([x[2] for x in r], 0)} MB/s "
+          f"(load {cell([x[3] for x in r], 1)})")
 PY
-echo "loadavg after: $(cat /proc/loadavg)"
+perf_end
 rm -rf "$out"

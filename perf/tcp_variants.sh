@@ -7,8 +7,9 @@
 # row prefixed with variant and run, suffixed with cpu=<user+sys seconds of
 # that tool run's 4 ranks>, each rank timed by /usr/bin/time (the launchers,
 # gx-run and mpirun/orted, are left out: a shell's `time` around mpirun sees
-# only node A's ranks, as node B's orted is not its child). Summarise ratios
-# per run yourself (median of per-run ratios).
+# only node A's ranks, as node B's orted is not its child). At the end, per
+# size and gx variant, the busbw and its ratio to Open MPI's in the same run
+# (median, then every run), the commit and the load average before and after.
 #
 # usage: perf/tcp_variants.sh RUNS VARIANT...
 #   VARIANT: ompi, or NAME:ENV=V,ENV=V (gx with GX_PROVIDER=tcp plus those
@@ -47,7 +48,10 @@ gx(){ local envs=(env GX_SOCKET_IFNAME=gxp0 GX_PROVIDER=tcp $1) port=$((20000+RA
   ip netns exec $nsA "${envs[@]}" $B/bin/gx-run -n 2 --nnodes 2 --node-rank 0 --master 10.232.0.1:$port --job-key k$port --node-id nodeA --timeout 300 $tmp/rt.sh $B/bin/gx-perf all_reduce "${sizes[@]}" -n $ITERS -w $WARM -z 2 -c 0 -d float -o sum --csv --no-progress
   wait $p; }
 ompi(){ ip netns exec $nsA mpirun --allow-run-as-root --oversubscribe -np 4 --host 10.232.0.1:2,10.232.0.2:2 --mca plm_rsh_agent $tmp/ns-agent.sh --mca oob_tcp_if_include gxp0 --bind-to none --mca mpi_yield_when_idle 1 --mca btl self,tcp --mca btl_tcp_if_include gxp0 $tmp/rt.sh $B/bin/mpi_allreduce_bench "${sizes[@]}" -n $ITERS -w $WARM -z 1 -c 0 -d float -o sum --csv; }
+source "$(dirname "$0")/perf_lib.sh"
+perf_begin "$(dirname "$0")/.."
 k=${#vars[@]}
+: >$tmp/all
 for ((r=0;r<runs;r++)); do
   echo "# run $r load $(cut -d' ' -f1-3 /proc/loadavg)"
   for ((i=0;i<k;i++)); do v=${vars[$(((i+r)%k))]}
@@ -55,6 +59,26 @@ for ((r=0;r<runs;r++)); do
     rm -f $tmp/rcpu
     if [ $name = ompi ]; then ompi >$tmp/out 2>$tmp/err || true; else gx "GX_BENCH_DUMMY=1 ${envs//,/ }" >$tmp/out 2>$tmp/err || true; fi
     cpu=$(awk '/^[0-9.]+ [0-9.]+$/ {s += $1 + $2; n++} END {printf "%.2f%s", s, n == 4 ? "" : "(" n " ranks)"}' $tmp/rcpu 2>/dev/null)
-    grep out-of-place $tmp/out | sed "s/^/$name,$r,/;s/\$/cpu=$cpu/" || { echo "$name FAILED"; tail -3 $tmp/err; }
+    grep out-of-place $tmp/out | sed "s/^/$name,$r,/;s/\$/cpu=$cpu/" | tee -a $tmp/all || { echo "$name FAILED"; tail -3 $tmp/err; }
   done
 done
+# Per size and gx variant: busbw over Open MPI's in the same run, median and every run.
+python3 - $tmp/all "$(dirname "$0")" <<'PY'
+import collections, sys
+sys.path.insert(0, sys.argv[2])
+from perf_stats import cell
+bw = collections.defaultdict(dict)  # (name, size) -> {run: busbw}
+for line in open(sys.argv[1]):
+    f = line.strip().split(",")
+    if len(f) > 13:
+        bw[(f[0], int(f[5]))][int(f[1])] = float(f[13])
+names = sorted({n for n, _ in bw if n != "ompi"})
+for size in sorted({s for _, s in bw}):
+    ref = bw.get(("ompi", size), {})
+    for n in names:
+        mine = bw.get((n, size), {})
+        rs = [mine[r] / ref[r] for r in sorted(mine) if ref.get(r)]
+        print(f"# {size >> 20} MiB {n}: busbw {cell([mine[r] for r in sorted(mine)])} GB/s"
+              + (f", over ompi {cell(rs)}" if rs else ""))
+PY
+perf_end

@@ -302,6 +302,8 @@ static int hier_allreduce(struct gx_comm *c, struct coll_intra *in, const struct
 int coll_intra_try(struct gx_comm *c, const struct coll_args *a, const char *fn, bool *ran)
 {
     *ran = false;
+    if (!c->intra && !gx_gpu_driver_available(NULL, 0))
+        return GX_OK; /* no driver: nothing can be device memory */
     if (!kind_has_nccl(a->kind) || a->count == 0 || (unsigned)a->dtype >= GX_DATATYPE_COUNT)
         return GX_OK;
     if (c->node_count > 1 && !hier_applies(c, a))
@@ -328,8 +330,6 @@ int coll_intra_try(struct gx_comm *c, const struct coll_args *a, const char *fn,
     struct coll_intra *in = c->intra;
     if (in && in->disabled)
         return GX_OK;
-    if (!in && !gx_gpu_driver_available(NULL, 0))
-        return GX_OK; /* no driver: nothing can be device memory */
     struct gx_nccl_call k;
     size_t sb = 0, rb = 0;
     int dev = in && in->nccl ? in->device : -1;

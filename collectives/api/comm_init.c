@@ -93,6 +93,7 @@ static int place_rank(struct gx_comm *c)
 static void comm_free(struct gx_comm *c)
 {
     gx_svc_close(c);         /* windows' and calls' threads off before the transport goes */
+    gx_observe_comm_down(c); /* counters and trace: its last figures */
     coll_intra_destroy(c);   /* nccl branch: the node's NCCL communicator */
     gx_coll_comm_destroy(c); /* collectives: progress thread off before the transport goes */
     node_shm_close(c);
@@ -164,6 +165,7 @@ GX_API int gx_comm_init(const struct gx_config *config, struct gx_comm **comm_ou
         c->world_ranks[r] = r;
     c->comm_id = WORLD_COMM_ID;
     c->op_timeout_ms = setup.op_timeout_ms;
+    c->op_timeout_src = setup.op_timeout_src;
     atomic_store(&c->init_deadline, init_deadline);
     snprintf(c->name, sizeof(c->name), "%s", setup.name);
     snprintf(c->job_key, sizeof(c->job_key), "%s", setup.job_key);
@@ -188,6 +190,7 @@ GX_API int gx_comm_init(const struct gx_config *config, struct gx_comm **comm_ou
     atomic_store(&c->init_deadline, 0);
     GX_INFO(GX_SUB_INIT, "init done: rank %d/%d, local %d/%d, node %d of %d", c->rank, c->size,
             c->local_rank, c->local_size, c->node_index, c->node_count);
+    gx_observe_comm_up(c); /* GX_TRACE, GX_METRICS_FILE */
     *comm_out = c;
     return GX_OK;
 }
@@ -271,6 +274,7 @@ int gx_comm_derive(struct gx_comm *comm, const int *members, int n, int new_rank
     gx_boot_retain(comm->boot);
     c->comm_id = comm_id;
     c->op_timeout_ms = comm->op_timeout_ms;
+    c->op_timeout_src = comm->op_timeout_src;
     snprintf(c->name, sizeof(c->name), "%.20s%.10s", comm->name, suffix);
     snprintf(c->job_key, sizeof(c->job_key), "%s", comm->job_key);
     snprintf(c->nic_name, sizeof(c->nic_name), "%s", comm->nic_name);
@@ -287,6 +291,7 @@ int gx_comm_derive(struct gx_comm *comm, const int *members, int n, int new_rank
         gx_boot_release(comm->boot);
         return rc;
     }
+    gx_observe_comm_up(c); /* GX_METRICS_FILE */
     *out = c;
     return GX_OK;
 }

@@ -1,14 +1,17 @@
 /* p2p.c - the public point-to-point API (gx_send, gx_recv, gx_isend,
- * gx_irecv, gx_request_count) over the communicator's transport: a request
- * whose state, one transport message, follows it in one allocation. */
+ * gx_irecv, gx_request_count, gx_request_source) over the communicator's
+ * transport: a request whose state, one transport message, follows it in one
+ * allocation. GX_ANY_SOURCE receives: xport.h, XP_ANY_PEER. */
 #include <limits.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "collectives/comm/request.h"
 #include "collectives/api/gdr.h"
 #include "collectives/comm/stage.h"
 #include "collectives/transport/xport.h"
 #include "common/log.h"
+#include "common/trace.h"
 
 /* A send or receive: the request, then its message. */
 struct p2p_request {
@@ -23,7 +26,8 @@ static struct p2p_request *p2p_of(const struct gx_request *req)
 }
 
 static int check_p2p(struct gx_comm *comm, const void *buf, size_t count,
-                     enum gx_datatype dtype, int peer, int tag, const char *fn, size_t *bytes)
+                     enum gx_datatype dtype, int peer, int tag, bool send, const char *fn,
+                     size_t *bytes)
 {
     if (!comm)
         return gx_fail(GX_EINVAL, GX_SUB_COLL, "%s: comm is NULL", fn);
@@ -35,9 +39,12 @@ static int check_p2p(struct gx_comm *comm, const void *buf, size_t count,
                        count, gx_datatype_name(dtype));
     if (!buf && count)
         return gx_fail(GX_EINVAL, GX_SUB_COLL, "%s: buf is NULL with count %zu", fn, count);
-    if (peer < 0 || peer >= comm->size)
+    if (peer == GX_ANY_SOURCE && send)
+        return gx_fail(GX_EINVAL, GX_SUB_COLL, "%s: peer is GX_ANY_SOURCE, which only a receive "
+                       "takes", fn);
+    if ((peer < 0 && peer != GX_ANY_SOURCE) || peer >= comm->size)
         return gx_fail(GX_EINVAL, GX_SUB_COLL, "%s: peer %d is out of range for a communicator "
-                       "of %d ranks", fn, peer, comm->size);
+                       "of %d ranks (or GX_ANY_SOURCE for a receive)", fn, peer, comm->size);
     if (tag < 0)
         return gx_fail(GX_EINVAL, GX_SUB_COLL, "%s: tag %d is negative (tags are 0..%d)", fn, tag,
                        INT_MAX);
@@ -53,9 +60,27 @@ static int p2p_step(struct gx_request *req)
         return rc;
     if (!__atomic_load_n(&op->done, __ATOMIC_ACQUIRE))
         return GX_INPROGRESS;
+    if (gx_trace_on()) {
+        struct gx_trace_rec r = {
+            .ts = op->t_post ? op->t_post : gx_trace_now(),
+            .name = op->kind == XP_OP_SEND ? "p2p send" : "p2p recv", .cat = "p2p",
+            .key = { "comm", "peer", "tag", "bytes", "status" },
+            .val = { (int64_t)req->comm->comm_id, op->peer, (int64_t)op->tag,
+                     (int64_t)(op->kind == XP_OP_SEND ? op->len : op->received), op->status },
+            .lane = GX_LANE_CALLS, .kind = GX_TR_ASYNC,
+        };
+        r.dur = gx_trace_now() - r.ts;
+        gx_trace_emit(&r);
+    }
     if (op->status != GX_OK)
         gx_set_last_error(op->err);
     return op->status;
+}
+
+/* Waits that yield: sleep in the transport until it has work. */
+static void p2p_block(struct gx_request *req, int timeout_ms)
+{
+    gx_xport_wait(req->comm->xport, timeout_ms);
 }
 
 static int p2p_start(struct gx_comm *comm, void *buf, size_t count, enum gx_datatype dtype,
@@ -63,7 +88,7 @@ static int p2p_start(struct gx_comm *comm, void *buf, size_t count, enum gx_data
 {
     const char *fn = send ? "gx_isend" : "gx_irecv";
     size_t bytes = 0;
-    int rc = check_p2p(comm, buf, count, dtype, peer, tag, fn, &bytes);
+    int rc = check_p2p(comm, buf, count, dtype, peer, tag, send, fn, &bytes);
     if (rc != GX_OK)
         return rc;
     struct p2p_request *p = (struct p2p_request *)gx_request_alloc(
@@ -71,6 +96,7 @@ static int p2p_start(struct gx_comm *comm, void *buf, size_t count, enum gx_data
     if (!p)
         return gx_fail(GX_ENOMEM, GX_SUB_COLL, "%s: out of memory", fn);
     struct gx_request *req = &p->req;
+    req->block = p2p_block;
     p->elem_size = gx_datatype_size(dtype);
     /* Device buffers: a pinned stand-in (stage.h); a receive copies back
      * only what arrived. */
@@ -91,11 +117,13 @@ static int p2p_start(struct gx_comm *comm, void *buf, size_t count, enum gx_data
         gx_stage_limit_recv(req->stage, &p->op.received);
     buf = send ? (void *)sbuf : rbuf;
     rc = send ? gx_xport_send_mem(comm->xport, &p->op, peer, (uint32_t)tag, buf, bytes, dev)
-              : gx_xport_recv_mem(comm->xport, &p->op, peer, (uint32_t)tag, buf, bytes, dev);
+              : gx_xport_recv_mem(comm->xport, &p->op, peer == GX_ANY_SOURCE ? XP_ANY_PEER : peer,
+                                  (uint32_t)tag, buf, bytes, dev);
     if (rc != GX_OK) {
         gx_request_discard(req);
         return gx_comm_note_failure(comm, rc);
     }
+    __atomic_fetch_add(&comm->tally.p2p, 1, __ATOMIC_RELAXED);
     *out = req;
     return GX_OK;
 }
@@ -125,8 +153,12 @@ static int complete(struct gx_request *req, size_t *count_out)
         *count_out = p2p_of(req)->op.received / p2p_of(req)->elem_size;
     if (rc == GX_ETIMEOUT) {
         /* The operation still references the caller's buffer: stop the
-         * communicator rather than leave a hidden write behind. */
+         * communicator rather than leave a hidden write behind. The caller
+         * hears why (the deadline), not the abort's account. */
+        char why[512];
+        snprintf(why, sizeof(why), "%s", gx_last_error());
         gx_comm_abort(req->comm);
+        gx_set_last_error(why);
     }
     gx_request_free(req);
     return rc;
@@ -160,5 +192,22 @@ GX_API int gx_request_count(const struct gx_request *req, size_t *count_out)
     if (req->step != p2p_step || p2p_of(req)->op.kind != XP_OP_RECV)
         return gx_fail(GX_EINVAL, GX_SUB_COLL, "gx_request_count: not a receive request");
     *count_out = p2p_of(req)->op.received / p2p_of(req)->elem_size;
+    return GX_OK;
+}
+
+GX_API int gx_request_source(const struct gx_request *req, int *source_out)
+{
+    if (!req || !source_out)
+        return gx_fail(GX_EINVAL, GX_SUB_COLL, "gx_request_source: %s is NULL",
+                       req ? "source_out" : "req");
+    if (!req->done)
+        return gx_fail(GX_ESTATE, GX_SUB_COLL, "gx_request_source: the request has not "
+                       "completed");
+    if (req->step != p2p_step || p2p_of(req)->op.kind != XP_OP_RECV)
+        return gx_fail(GX_EINVAL, GX_SUB_COLL, "gx_request_source: not a receive request");
+    if (req->status != GX_OK || p2p_of(req)->op.peer < 0)
+        return gx_fail(GX_ESTATE, GX_SUB_COLL, "gx_request_source: the receive failed (%s), "
+                       "so it has no sender", gx_strerror(req->status));
+    *source_out = p2p_of(req)->op.peer;
     return GX_OK;
 }

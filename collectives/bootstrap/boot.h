@@ -95,6 +95,14 @@ void gx_boot_mark_dead(struct gx_boot *boot, int peer);
  *  once (on), or stop doing so (off). */
 void gx_boot_interrupt(struct gx_boot *boot, bool on);
 
+/** What this process's bootstrap holds and has sent (gx_comm_stats). */
+struct boot_stats {
+    int sockets;          /* listener, half-open, inbound and outbound streams */
+    uint64_t msgs_sent;
+    uint64_t bytes_sent;
+};
+void gx_boot_stats(struct gx_boot *boot, struct boot_stats *out);
+
 /** A short description of a world rank for messages: "rank 3 (host:pid)". */
 const char *gx_boot_describe(const struct gx_boot *boot, int rank, char *buf, size_t len);
 

@@ -7,6 +7,7 @@
 #ifndef GX_BOOT_COLL_H
 #define GX_BOOT_COLL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -25,6 +26,13 @@ struct boot_group {
 int boot_barrier(const struct boot_group *g, uint64_t seq, int kind, uint64_t deadline);
 int boot_allgather(const struct boot_group *g, uint64_t seq, int kind, const void *mine,
                    void *all, size_t each, uint64_t deadline);
+
+/** This rank's clock (gx_now_ns) minus group rank 0's, in ns, and the
+ *  round trip it was measured with (boot_clock.c); 0 and 0 on rank 0's
+ *  machine, which shares its clock, unless `all` (tests) measures every
+ *  rank. Collective over the group. */
+int boot_clock_offset(const struct boot_group *g, uint64_t seq, bool all, uint64_t deadline,
+                      int64_t *offset_ns, uint64_t *rtt_ns);
 
 /* Non-blocking dissemination barrier, stepped by boot_barrier_step(). */
 struct boot_barrier_state {

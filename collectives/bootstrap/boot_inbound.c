@@ -21,6 +21,8 @@
 
 #define BOOT_PENDING_TIMEOUT_NS (10ull * 1000000000ull)
 
+static void read_stream(struct gx_boot *b, int peer);
+
 /* ---- accepting -------------------------------------------------------- */
 
 static void accept_new(struct gx_boot *b)
@@ -118,7 +120,10 @@ static bool service_pending(struct gx_boot *b, struct boot_pending *p)
             gx_reject_note(GX_SUB_BOOT, "bootstrap", from, GX_REJECT_CLAIM,
                            "rejected bootstrap connection from %s: claims rank %d of a job "
                            "of %d", gx_sock_addr_str(from, addr, sizeof(addr)), r, b->size);
-        } else if (b->in[r].fd >= 0 || b->in[r].closed) {
+        } else if ((b->in[r].fd >= 0 && (read_stream(b, r), b->in[r].fd >= 0)) ||
+                   b->in[r].closed) {
+            /* (a rank that said goodbye on its old stream may come back: its
+             * BYE is read first) */
             GX_WARN(GX_SUB_BOOT,
                     "rejected bootstrap connection from %s: rank %d is already connected "
                     "(two processes started with the same rank?)",
@@ -175,6 +180,7 @@ static void handle_abort(struct gx_boot *b, int peer, const struct boot_msg *m)
     snprintf(msg, sizeof(msg), "%s%s", p.message, strstr(p.message, said) ? "" : said);
     gx_fail(status, GX_SUB_BOOT, "rank %d: peer failure: %s", b->rank, msg);
     boot_set_failure(b, status, p.failed_rank, msg);
+    b->tell_host = false; /* forwarded news: the flood carries it */
     if (b->fail_status == status && p.origin_rank >= 0 && p.origin_rank < b->size)
         b->fail_origin = p.origin_rank;
 }
@@ -196,10 +202,19 @@ static void read_stream(struct gx_boot *b, int peer)
             if (in->hdr_got < sizeof(in->hdr))
                 continue;
             if (in->hdr.magic != BOOT_MSG_MAGIC || in->hdr.len > BOOT_MSG_MAX_LEN ||
-                (in->hdr.type != BOOT_MSG_DATA && in->hdr.type != BOOT_MSG_ABORT)) {
+                (in->hdr.type != BOOT_MSG_DATA && in->hdr.type != BOOT_MSG_ABORT &&
+                 in->hdr.type != BOOT_MSG_BYE)) {
                 GX_WARN(GX_SUB_BOOT, "rank %d sent a malformed bootstrap message; dropping it",
                         peer);
                 in_close(in, true);
+                return;
+            }
+            if (in->hdr.type == BOOT_MSG_BYE) {
+                /* Ended on purpose: what it sent stays queued, and the rank
+                 * may connect again (service_pending accepts it). */
+                close(in->fd);
+                in->fd = -1;
+                in->hdr_got = 0;
                 return;
             }
             in->cur = malloc(sizeof(*in->cur) + in->hdr.len);

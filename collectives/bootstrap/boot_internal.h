@@ -63,6 +63,9 @@ struct gx_boot {
      * is running (failures it meets are its own business, not the job's),
      * and a request from another thread to stop waiting (abort, revoke). */
     bool *dead;
+    uint64_t msgs_sent, bytes_sent; /* gx_boot_stats */
+    uint64_t next_death_check_ns;   /* boot_check_peer_death */
+    bool tell_host;                 /* forward_abort: also to this host's ranks */
     uint32_t epoch;
     bool recovering;
     atomic_bool interrupted;
@@ -82,6 +85,15 @@ int boot_recv_locked(struct gx_boot *boot, int peer, uint64_t comm_id, uint64_t 
 int boot_send_quiet_locked(struct gx_boot *b, int peer, uint64_t comm_id, uint64_t tag,
                            const void *buf, size_t len, uint64_t deadline);
 int boot_progress_locked(struct gx_boot *boot, int wait_ms, int extra_fd, short extra_events);
+/* While waiting for `peer`: when it runs on this host and its process has
+ * exited without leaving the message waited for, fail the boot naming it
+ * (looked at every 50 ms at most): with connections on demand no socket of
+ * ours to it may be there to close. Returns the failure or GX_OK. Lock
+ * held. */
+int boot_check_peer_death(struct gx_boot *b, int peer);
+/* End our stream to `peer` on purpose (BOOT_MSG_BYE, then close): a later
+ * send connects anew. Best effort. Lock held. */
+void boot_say_bye_locked(struct gx_boot *b, int peer, uint64_t deadline);
 /* Remember the first failure (status, the rank that caused it, why) and
  * flag it for the ABORT flood (boot_net.c). Lock held. */
 void boot_set_failure(struct gx_boot *b, int status, int failed_rank, const char *msg);

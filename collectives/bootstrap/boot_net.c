@@ -18,6 +18,7 @@
 #include "collectives/bootstrap/boot_internal.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/proc.h"
 #include "gx/gx.h"
 
 #define BOOT_ABORT_SEND_MS 300
@@ -142,6 +143,20 @@ int gx_boot_rank(const struct gx_boot *boot)
     return boot->rank;
 }
 
+void gx_boot_stats(struct gx_boot *boot, struct boot_stats *out)
+{
+    pthread_mutex_lock(&boot->lock);
+    (void)boot_progress_locked(boot, 0, -1, 0); /* streams that said goodbye */
+    int n = boot->listen_fd >= 0;
+    for (struct boot_pending *p = boot->pending; p; p = p->next)
+        n++;
+    for (int r = 0; r < boot->size; r++)
+        n += (boot->out_fd[r] >= 0) + (boot->in[r].fd >= 0);
+    *out = (struct boot_stats){ .sockets = n, .msgs_sent = boot->msgs_sent,
+                                .bytes_sent = boot->bytes_sent };
+    pthread_mutex_unlock(&boot->lock);
+}
+
 const struct boot_rank_record *gx_boot_record(const struct gx_boot *boot, int rank)
 {
     return (rank >= 0 && rank < boot->size) ? &boot->records[rank] : NULL;
@@ -170,13 +185,18 @@ void boot_set_failure(struct gx_boot *b, int status, int failed_rank, const char
     b->fail_origin = b->rank;
     snprintf(b->fail_msg, sizeof(b->fail_msg), "%s", msg);
     b->abort_to_forward = true;
+    /* Our own finding about a peer: this host's ranks hear it directly. */
+    b->tell_host = failed_rank >= 0 && failed_rank != b->rank;
 }
 
 static int send_msg(struct gx_boot *b, int peer, uint16_t type, uint64_t comm_id, uint64_t tag,
                     const void *buf, size_t len, uint64_t deadline, bool quiet);
 
 /* Tell peers rank+1, rank+2, rank+4, ... Each forwards once, so the news
- * reaches every rank in O(log n) hops. Best effort with short deadlines. */
+ * reaches every rank in O(log n) hops. Best effort with short deadlines.
+ * A death this rank saw itself (b->tell_host) also goes straight to the
+ * ranks of this host: they may find the dead process's neighbours gone
+ * too (ranks that gave up and exited) and must hear first who died. */
 static void forward_abort(struct gx_boot *b)
 {
     if (!b->abort_to_forward || b->sending_abort || b->shut)
@@ -198,6 +218,19 @@ static void forward_abort(struct gx_boot *b)
         (void)send_msg(b, peer, BOOT_MSG_ABORT, 0, 0, &p, sizeof(p),
                        gx_deadline_after_ms(BOOT_ABORT_SEND_MS), true);
     }
+    const struct boot_rank_record *me = &b->records[b->rank];
+    for (int peer = 0; b->tell_host && peer < b->size; peer++) {
+        const struct boot_rank_record *rec = &b->records[peer];
+        bool flooded = false;
+        for (int step = 1; step < b->size && !flooded; step <<= 1)
+            flooded = peer == (b->rank + step) % b->size;
+        if (flooded || peer == b->failed_rank || peer == b->rank || rec->addr_len == 0 ||
+            b->dead[peer] || strcmp(rec->host, me->host) != 0)
+            continue;
+        (void)send_msg(b, peer, BOOT_MSG_ABORT, 0, 0, &p, sizeof(p),
+                       gx_deadline_after_ms(BOOT_ABORT_SEND_MS), true);
+    }
+    b->tell_host = false;
     b->sending_abort = false;
 }
 
@@ -243,6 +276,27 @@ static int peer_failed(struct gx_boot *b, int status, int peer, const char *fmt,
     gx_fail(status, GX_SUB_BOOT, "rank %d: %s", b->rank, msg);
     boot_set_failure(b, status, peer, msg);
     return status;
+}
+
+#define DEATH_CHECK_NS 50000000ull
+
+int boot_check_peer_death(struct gx_boot *b, int peer)
+{
+    uint64_t now = gx_now_ns();
+    if (now < b->next_death_check_ns || b->recovering || peer < 0 || peer >= b->size)
+        return b->fail_status;
+    b->next_death_check_ns = now + DEATH_CHECK_NS;
+    const struct boot_rank_record *me = &b->records[b->rank], *rec = &b->records[peer];
+    if (b->fail_status != GX_OK || peer == b->rank || b->dead[peer] || rec->addr_len == 0 ||
+        rec->pid <= 0 || strcmp(rec->host, me->host) != 0 || !gx_process_gone(rec->pid))
+        return b->fail_status;
+    /* What it sent before it went is still ours to read: only then is it a
+     * failure (a rank that finished and exited has sent everything). */
+    (void)boot_progress_locked(b, 0, -1, 0);
+    if (b->in[peer].head)
+        return GX_OK;
+    peer_failed(b, GX_EPEER, peer, "is gone (its process exited)");
+    return b->fail_status;
 }
 
 /* ---- sending ---------------------------------------------------------- */
@@ -318,7 +372,18 @@ static int connect_peer(struct gx_boot *b, int peer, uint64_t deadline, bool qui
     gx_sock_addr_str(&addr, astr, sizeof(astr));
     int fd = -1, rc;
     for (int attempt = 0;; attempt++) {
-        rc = gx_sock_connect(&addr, deadline, &fd);
+        /* In slices, serving our own connections between them (a peer's
+         * ABORT must get through), so a peer of this host that died is
+         * named at once rather than retried until the deadline. */
+        for (;;) {
+            uint64_t slice = gx_deadline_after_ms(20);
+            rc = gx_sock_connect(&addr, slice < deadline ? slice : deadline, &fd);
+            if (rc != GX_ETIMEOUT || gx_ms_left(deadline) == 0)
+                break;
+            (void)boot_progress_locked(b, 0, -1, 0);
+            if (!quiet && (b->fail_status != GX_OK || boot_check_peer_death(b, peer) != GX_OK))
+                return b->fail_status;
+        }
         if (rc != GX_OK) {
             if (quiet)
                 return rc;
@@ -400,6 +465,10 @@ static int send_msg(struct gx_boot *b, int peer, uint16_t type, uint64_t comm_id
     int rc = send_bytes(b, b->out_fd[peer], &h, sizeof(h), deadline);
     if (rc == GX_OK && len)
         rc = send_bytes(b, b->out_fd[peer], buf, len, deadline);
+    if (rc == GX_OK) {
+        b->msgs_sent++;
+        b->bytes_sent += len;
+    }
     if (rc == GX_EPEER && !b->out_eof[peer]) {
         boot_read_refusal(b, peer); /* closed on us: did it say why? */
         if (b->fail_status != GX_OK)
@@ -413,6 +482,18 @@ static int send_msg(struct gx_boot *b, int peer, uint16_t type, uint64_t comm_id
                            "(did the process exit or crash?)", boot_op_name(tag));
     }
     return rc;
+}
+
+void boot_say_bye_locked(struct gx_boot *b, int peer, uint64_t deadline)
+{
+    if (b->out_fd[peer] < 0)
+        return;
+    struct boot_msg_header h = { .magic = BOOT_MSG_MAGIC, .type = BOOT_MSG_BYE };
+    if (send_bytes(b, b->out_fd[peer], &h, sizeof(h), deadline) == GX_OK)
+        b->msgs_sent++;
+    close(b->out_fd[peer]);
+    b->out_fd[peer] = -1;
+    b->out_eof[peer] = false;
 }
 
 int boot_send_locked(struct gx_boot *b, int peer, uint64_t comm_id, uint64_t tag,
@@ -520,6 +601,8 @@ int boot_recv_locked(struct gx_boot *b, int peer, uint64_t comm_id, uint64_t tag
         if (atomic_load(&b->interrupted))
             return gx_fail(GX_EABORTED, GX_SUB_BOOT, "rank %d: %s interrupted by an abort or "
                            "revoke from another thread", b->rank, boot_op_name(tag));
+        if (boot_check_peer_death(b, peer) != GX_OK)
+            return gx_fail(b->fail_status, GX_SUB_BOOT, "%s", b->fail_msg);
         int left = gx_ms_left(deadline);
         if (left == 0) {
             char who[128];
@@ -551,6 +634,8 @@ int gx_boot_try_recv(struct gx_boot *boot, int peer, uint64_t comm_id, uint64_t 
     int rc = boot_progress_locked(boot, 0, -1, 0);
     if (rc >= 0)
         rc = try_recv_locked(boot, peer, comm_id, tag, buf, len);
+    if (rc == GX_INPROGRESS && boot_check_peer_death(boot, peer) != GX_OK)
+        rc = gx_fail(boot->fail_status, GX_SUB_BOOT, "%s", boot->fail_msg);
     forward_abort(boot);
     pthread_mutex_unlock(&boot->lock);
     return rc;

@@ -19,6 +19,9 @@ enum boot_msg_type {
     BOOT_MSG_DATA = 1,  /* payload for a bootstrap operation */
     BOOT_MSG_ABORT = 2, /* payload: struct boot_abort_payload */
     BOOT_MSG_REFUSE = 3, /* acceptor -> connector: payload is the reason, text */
+    BOOT_MSG_BYE = 4,   /* connector -> acceptor, no payload: this stream ends on
+                           purpose (a registration with rank 0); the same rank may
+                           connect again later */
 };
 #define BOOT_REFUSE_MAX_LEN 400u
 
@@ -49,6 +52,7 @@ enum boot_op_kind {
     BOOT_OP_FINALIZE = 7,
     BOOT_OP_USER = 8, /* other layers' exchanges (fabric addresses, ...) */
     BOOT_OP_SHRINK = 9, /* gx_comm_shrink's agreement on who is gone */
+    BOOT_OP_CLOCK = 10, /* clock offsets for the trace (boot_clock.c) */
 };
 
 struct boot_abort_payload {

@@ -4,7 +4,10 @@
  *  env:// and tcp://HOST:PORT - rank 0 listens on the master address; every
  *    other rank registers its record there; rank 0 checks them and spreads
  *    the table down a binomial tree (each rank forwards to at most log2(n)
- *    children, n-1 messages in total).
+ *    children, n-1 messages in total). Then each rank ends its registration
+ *    stream (BOOT_MSG_BYE): rank 0 reads N-1 records once (O(N) small
+ *    messages, one socket open per registrant at a time) but keeps no
+ *    socket per rank.
  *  file:///PATH - each rank appends its record to a shared file under an
  *    fcntl lock (works on NFS with lockd) and reads until all are present.
  *    Lines of other jobs (another job key) are ignored. The file is opened
@@ -231,6 +234,11 @@ static int rendezvous_master(struct gx_boot *b, const struct boot_params *p, con
     }
     if (rc == GX_OK)
         rc = spread_table(b, deadline);
+    /* Rank 0 keeps no socket per rank: each registration stream ends here
+     * (a rank that needs rank 0 later connects again), so rank 0 holds the
+     * O(log N) sockets of the tree-shaped exchanges like every other rank. */
+    if (rc == GX_OK && b->rank != 0)
+        boot_say_bye_locked(b, 0, deadline);
     return rc;
 }
 

@@ -106,6 +106,14 @@ int gx_comm_known_death(struct gx_comm *c, bool node_only, const char *during)
     return GX_OK;
 }
 
+bool gx_comm_peer_exited(const struct gx_comm *c, int r)
+{
+    const struct boot_rank_record *me = gx_boot_record(c->boot, c->world_ranks[c->rank]);
+    const struct boot_rank_record *rec = gx_boot_record(c->boot, c->world_ranks[r]);
+    return r != c->rank && rec && me && rec->pid > 0 && strcmp(rec->host, me->host) == 0 &&
+           gx_process_gone(rec->pid);
+}
+
 bool gx_comm_same_node(const struct gx_comm *c, int a, int b)
 {
     return c->rank_node[a] == c->rank_node[b];
@@ -163,6 +171,7 @@ struct gx_comm *gx_comm_alloc(struct gx_boot *boot, int rank, int size)
     atomic_init(&c->async_status, GX_OK);
     atomic_init(&c->aborted, false);
     atomic_init(&c->shrunk, false);
+    c->op_timeout_src = "GX_TIMEOUT";
     c->rank_node = c->world_ranks + size;
     c->rank_local = c->rank_node + size;
     c->node_first = c->rank_local + size;

@@ -237,8 +237,10 @@ int comm_setup_resolve(const struct gx_config *cfg, struct comm_setup *s)
             return gx_fail(GX_EINVAL, GX_SUB_INIT, "GX_INIT_TIMEOUT=%lld must be 1..86400 s", v);
         s->boot.init_timeout_ms = (int)(v * 1000);
     }
+    s->op_timeout_src = "GX_TIMEOUT";
     if (cfg->op_timeout_ms > 0) {
         s->op_timeout_ms = cfg->op_timeout_ms;
+        s->op_timeout_src = "the op_timeout_ms of its gx_config";
     } else {
         if ((rc = gx_param_int(&gx_param_timeout, &v)) != GX_OK)
             return rc;

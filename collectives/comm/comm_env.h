@@ -12,6 +12,7 @@ struct comm_setup {
     char job_key[256];
     char node_id[64];
     int op_timeout_ms;
+    const char *op_timeout_src; /* where op_timeout_ms came from, for messages */
     char name[32];
 };
 

@@ -46,6 +46,7 @@ struct gx_comm {
     bool oversubscribed;        /* more ranks on this machine than CPUs */
     double net_alpha, net_beta; /* probed network link (coll_probe.c); 0: not probed */
     int op_timeout_ms;
+    const char *op_timeout_src; /* "GX_TIMEOUT" or the caller's config (static text) */
     _Atomic uint64_t init_deadline; /* while init runs: every wait ends by GX_INIT_TIMEOUT */
     char name[32];
     char job_key[256];          /* authenticates the fabric connections too */
@@ -66,6 +67,11 @@ struct gx_comm {
     atomic_bool shrunk;         /* gx_comm_shrink left it behind: its failures are old news */
     uint32_t shrinks;           /* gx_comm_shrink calls on it (the same on every survivor) */
     atomic_int async_status;    /* first failure; GX_OK while healthy */
+    /* gx_comm_stats' counters kept above the transport (relaxed atomic adds:
+     * callers' threads and the progress thread count). */
+    struct {
+        uint64_t collectives_failed, p2p, stalls, wait_ns;
+    } tally;
     char async_msg[512];        /* written once, before async_status is set */
 };
 
@@ -91,6 +97,8 @@ static inline struct boot_group gx_comm_group(const struct gx_comm *c)
 uint64_t gx_comm_next_seq(struct gx_comm *c);
 /** Deadline of a blocking operation started now. */
 uint64_t gx_comm_op_deadline(const struct gx_comm *c);
+/** Comm rank `r` runs on this host and its process has exited. */
+bool gx_comm_peer_exited(const struct gx_comm *c, int r);
 /** Record a failure as the comm's async error (first one wins) and return it. */
 int gx_comm_set_async_error(struct gx_comm *c, int status, const char *msg);
 /** After a failed operation: remember the error (with gx_last_error()). */

@@ -12,6 +12,35 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/param.h"
+
+GX_PARAM_DEFINE(gx_param_spin_us, "GX_SPIN_US", GX_PARAM_INT, "-1", NULL,
+                "Microseconds a waiting rank polls before it sleeps until its provider has work "
+                "(tcp sockets, the shm doorbell; verbs and dpdk keep polling with short naps). "
+                "0 sleeps at once; -1 (the default, docs/scale.md) never sleeps: spin, yield, "
+                "20-200 us naps. "
+                "With more ranks than CPUs on the host at most 5 us are spun.");
+
+/* Waits shorter than this are spun, longer ones are slept in slices of this
+ * at most, so deadlines and failures reported elsewhere are still seen. */
+#define BLOCK_SLICE_MS 20
+
+uint64_t gx_spin_ns(const struct gx_comm *comm)
+{
+    static int spin_us = -2; /* read once; every thread may get here first */
+    if (__atomic_load_n(&spin_us, __ATOMIC_RELAXED) == -2) {
+        long long v = -1;
+        if (gx_param_int(&gx_param_spin_us, &v) != GX_OK || v < -1 || v > 10000000)
+            v = -1;
+        __atomic_store_n(&spin_us, (int)v, __ATOMIC_RELAXED);
+    }
+    int us = __atomic_load_n(&spin_us, __ATOMIC_RELAXED);
+    if (us < 0)
+        return UINT64_MAX;
+    if (comm && comm->oversubscribed && us > 5)
+        us = 5;
+    return (uint64_t)us * 1000;
+}
 
 struct gx_request *gx_request_new(struct gx_comm *comm, const char *op_name,
                                   int (*step)(struct gx_request *))
@@ -39,9 +68,9 @@ void gx_request_step(struct gx_request *req)
     int rc = atomic_load(&req->comm->aborted) ? GX_EABORTED : req->step(req);
     if (rc == GX_INPROGRESS && gx_ms_left(req->deadline) == 0)
         rc = gx_fail(GX_ETIMEOUT, GX_SUB_COLL, "%s #%llu on communicator '%s' (rank %d) did "
-                     "not complete within GX_TIMEOUT (%d ms)", req->op_name,
+                     "not complete within %s (%d ms)", req->op_name,
                      (unsigned long long)req->seq, req->comm->name, req->comm->rank,
-                     req->comm->op_timeout_ms);
+                     req->comm->op_timeout_src, req->comm->op_timeout_ms);
     if (rc == GX_INPROGRESS)
         return;
     if (req->stage)
@@ -62,6 +91,25 @@ GX_API int gx_test(struct gx_request *req, int *done)
     return req->done ? req->status : GX_OK;
 }
 
+/* gx_comm_stats' wait_ns, from the clock reads the loop makes anyway: from
+ * the first to the last (a request done at its first step never waited; the
+ * end is early by at most 63 polls). No clock read of its own. */
+static void note_wait(struct gx_request *req, uint64_t from, uint64_t last)
+{
+    if (from && last > from)
+        __atomic_fetch_add(&req->comm->tally.wait_ns, last - from, __ATOMIC_RELAXED);
+}
+
+static int ms_left_at(uint64_t deadline, uint64_t now)
+{
+    if (deadline == UINT64_MAX)
+        return 1 << 30;
+    if (now >= deadline)
+        return 0;
+    uint64_t ms = (deadline - now + 999999ull) / 1000000ull;
+    return ms > (1u << 30) ? (1 << 30) : (int)ms;
+}
+
 GX_API int gx_wait(struct gx_request *req, int timeout_ms)
 {
     gx_clear_last_error();
@@ -71,25 +119,35 @@ GX_API int gx_wait(struct gx_request *req, int timeout_ms)
                                                             : timeout_ms);
     if (req->wait_begin && !req->done)
         req->wait_begin(req);
+    uint64_t waited_from = 0, last_read = 0; /* gx_comm_stats' wait_ns */
     /* Spin briefly, then yield, then nap: many ranks share few cores. With
      * more ranks on the node than CPUs, the rank awaited is usually waiting
      * for this CPU: spinning only delays it, so yield almost at once. */
     const unsigned spin = req->comm && req->comm->oversubscribed ? 4 : 200;
+    const uint64_t spin_ns = req->block ? gx_spin_ns(req->comm) : UINT64_MAX;
+    const uint64_t t0 = spin_ns != UINT64_MAX ? gx_now_ns() : 0;
     for (unsigned spins = 0;; spins++) {
         gx_request_step(req);
         if (req->done)
             break;
         if ((spins & 63) != 0 && spins < spin)
             continue; /* reading the clock costs more than a poll */
-        int left = gx_ms_left(deadline);
+        last_read = gx_now_ns();
+        if (!waited_from)
+            waited_from = last_read;
+        int left = ms_left_at(deadline, last_read);
         if (left == 0) {
             if (req->wait_end)
                 req->wait_end(req);
+            note_wait(req, waited_from, last_read);
             return gx_fail(GX_ETIMEOUT, GX_SUB_COLL, "gx_wait: %s #%llu still running after "
                            "%d ms (the request stays valid)", req->op_name,
                            (unsigned long long)req->seq, timeout_ms);
         }
-        if (spins > 10 * spin) {
+        if (spin_ns != UINT64_MAX && gx_now_ns() - t0 >= spin_ns) {
+            /* Waits that yield: sleep until the provider has work. */
+            req->block(req, left < BLOCK_SLICE_MS ? left : BLOCK_SLICE_MS);
+        } else if (spins > 10 * spin) {
             struct timespec ts = { 0, spins > 100 * spin ? 200000 : 20000 };
             nanosleep(&ts, NULL);
         } else if (spins > spin) {
@@ -98,6 +156,7 @@ GX_API int gx_wait(struct gx_request *req, int timeout_ms)
     }
     if (req->wait_end)
         req->wait_end(req);
+    note_wait(req, waited_from, last_read);
     return req->status;
 }
 

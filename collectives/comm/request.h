@@ -23,6 +23,11 @@ struct gx_request {
      * a progress thread hand progress to the waiting caller meanwhile. */
     void (*wait_begin)(struct gx_request *req);
     void (*wait_end)(struct gx_request *req);
+    /* Waits that yield (may be NULL): sleep until the operation's provider
+     * may have work, at most timeout_ms (the maker's: the engine or p2p
+     * sleep in the transport, gx_xport_wait). gx_wait calls it once the
+     * request has spun for GX_SPIN_US. */
+    void (*block)(struct gx_request *req, int timeout_ms);
     uint64_t seq;
     uint64_t deadline;
     int status;
@@ -47,6 +52,10 @@ struct gx_request *gx_request_alloc(struct gx_comm *comm, const char *op_name,
 /** Step the request once (its step function, the deadline, the copy back
  *  of staged buffers when it finishes). */
 void gx_request_step(struct gx_request *req);
+
+/** GX_SPIN_US for a rank of `comm`, in ns: how long a waiter polls before
+ *  it sleeps on its provider's events; UINT64_MAX never sleeps (-1). */
+uint64_t gx_spin_ns(const struct gx_comm *comm);
 
 /** Free a request whose operation never started (its post failed): nothing
  * can complete it, so it must not be waited for. */

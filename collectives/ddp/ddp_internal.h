@@ -67,6 +67,7 @@ struct ddp_bucket {
     bool hooked;                /* started by the hook (call its complete) */
     struct gx_request *req;     /* touched under gx_lock only */
     uint64_t launch_ns;
+    uint64_t ready_ns;          /* its last gradient came in (GX_TRACE) */
 };
 
 /* A bucket assignment: bucket b holds members[start[b] .. start[b+1]). */
@@ -208,6 +209,8 @@ int ddp_dev_sync(struct gx_ddp *ddp);
 
 /* ddp_stats.c (all under ddp->lock) */
 void ddp_stats_launch(struct gx_ddp *ddp, uint64_t now);
+/** GX_TRACE: bucket b's readiness and all-reduce (launch to `now`). */
+void ddp_trace_bucket(const struct gx_ddp *ddp, const struct ddp_bucket *b, uint64_t now);
 void ddp_stats_done(struct gx_ddp *ddp, struct ddp_bucket *b, uint64_t now);
 void ddp_stats_first_ready(struct gx_ddp *ddp, uint64_t now);
 void ddp_stats_finish_called(struct gx_ddp *ddp, uint64_t now);

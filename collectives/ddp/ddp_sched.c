@@ -36,6 +36,7 @@
 
 #include "collectives/ddp/ddp_internal.h"
 #include "common/clock.h"
+#include "common/trace.h"
 #include "common/log.h"
 #include "common/param.h"
 
@@ -85,8 +86,10 @@ static bool param_in_locked(struct gx_ddp *ddp, size_t p, bool marked, uint64_t 
         ddp->ready_order[ddp->ready_order_len++] = p;
     ddp_stats_first_ready(ddp, now);
     struct ddp_bucket *b = &ddp->buckets[ddp->params[p].bucket];
-    if (--b->pending == 0)
+    if (--b->pending == 0) {
         b->complete = true;
+        b->ready_ns = now;
+    }
     pthread_cond_broadcast(&ddp->cond);
     return launchable_locked(ddp);
 }
@@ -116,7 +119,10 @@ static void bucket_finished(struct gx_ddp *ddp, struct ddp_bucket *b, int status
     b->done = true;
     b->status = status;
     ddp->buckets_done++;
-    ddp_stats_done(ddp, b, gx_now_ns());
+    uint64_t now = gx_now_ns();
+    if (gx_trace_on())
+        ddp_trace_bucket(ddp, b, now);
+    ddp_stats_done(ddp, b, now);
     pthread_cond_broadcast(&ddp->cond);
     pthread_mutex_unlock(&ddp->lock);
 }

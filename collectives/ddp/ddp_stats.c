@@ -17,10 +17,56 @@
 #include "collectives/ddp/ddp_internal.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/trace.h"
 
 static double seconds(uint64_t ns)
 {
     return (double)ns * 1e-9;
+}
+
+/* ---- GX_TRACE (common/trace.h) ---------------------------------------------- */
+
+void ddp_trace_bucket(const struct gx_ddp *ddp, const struct ddp_bucket *b, uint64_t now)
+{
+    struct gx_trace_rec ready = {
+        .ts = b->ready_ns ? b->ready_ns : b->launch_ns, .name = "bucket ready", .cat = "ddp",
+        .key = { "bucket", "iteration" },
+        .val = { b->pub.index, (int64_t)ddp->stats.iterations },
+        .lane = GX_LANE_DDP, .kind = GX_TR_INSTANT,
+    };
+    gx_trace_emit(&ready);
+    struct gx_trace_rec r = {
+        .ts = b->launch_ns, .dur = now - b->launch_ns, .name = "bucket all-reduce", .cat = "ddp",
+        .key = { "bucket", "bytes", "params", "iteration", "ready_to_launch_ns", "status" },
+        .val = { b->pub.index, (int64_t)b->bytes, (int64_t)b->pub.num_params,
+                 (int64_t)ddp->stats.iterations,
+                 b->ready_ns && b->launch_ns > b->ready_ns ? (int64_t)(b->launch_ns - b->ready_ns)
+                                                           : 0,
+                 b->status },
+        .lane = GX_LANE_DDP, .kind = GX_TR_ASYNC,
+    };
+    gx_trace_emit(&r);
+}
+
+/* The backward pass as DDP sees it (first gradient in to gx_ddp_finish
+ * called) and the wait in finish after it. */
+static void trace_iteration(const struct gx_ddp *ddp, uint64_t first, uint64_t now)
+{
+    struct gx_trace_rec bw = {
+        .ts = first, .dur = ddp->t.finish_call_ns - first, .name = "backward", .cat = "ddp",
+        .key = { "iteration", "comm_overlapped_ns", "comm_ns" },
+        .val = { (int64_t)ddp->stats.iterations, (int64_t)ddp->t.overlap_ns,
+                 (int64_t)ddp->t.busy_ns },
+        .lane = GX_LANE_BACKWARD, .kind = GX_TR_SPAN,
+    };
+    gx_trace_emit(&bw);
+    struct gx_trace_rec fin = {
+        .ts = ddp->t.finish_call_ns, .dur = now - ddp->t.finish_call_ns,
+        .name = "gx_ddp_finish wait", .cat = "ddp",
+        .key = { "iteration" }, .val = { (int64_t)ddp->stats.iterations },
+        .lane = GX_LANE_BACKWARD, .kind = GX_TR_SPAN,
+    };
+    gx_trace_emit(&fin);
 }
 
 void ddp_stats_first_ready(struct gx_ddp *ddp, uint64_t now)
@@ -54,6 +100,8 @@ void ddp_stats_iteration_end(struct gx_ddp *ddp, uint64_t now, bool synced)
     struct gx_ddp_stats *s = &ddp->stats;
     if (synced) {
         uint64_t first = ddp->t.first_ready_ns ? ddp->t.first_ready_ns : ddp->t.finish_call_ns;
+        if (gx_trace_on())
+            trace_iteration(ddp, first, now);
         s->iterations++;
         s->last_comm_seconds = seconds(ddp->t.busy_ns);
         s->last_overlap_seconds = seconds(ddp->t.overlap_ns);

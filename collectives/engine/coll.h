@@ -27,6 +27,10 @@ uint64_t coll_next_seq(struct gx_comm *comm, int *status);
 void coll_note_rejected(struct gx_comm *comm, uint64_t seq, const struct coll_args *a,
                         int status);
 
+/** Collective sequence numbers taken so far (gx_comm_stats' collectives:
+ *  every call, refused ones included); 0 before the first. */
+uint64_t coll_issued(struct gx_comm *comm);
+
 /* ---- the communicator's life (called by api/) ---------------------------- */
 
 /** Stop the progress thread and detach in-flight collectives (coll_engine.c);

@@ -44,6 +44,7 @@ GX_PARAM_DEFINE(gx_param_progress, "GX_PROGRESS", GX_PARAM_ENUM, "thread", "thre
                 "Who advances non-blocking collectives: a progress thread per communicator "
                 "(thread), or only gx_test/gx_wait in the calling thread (caller).");
 
+#include "collectives/engine/coll_trace.h"
 #include "collectives/engine/coll_engine.h"
 #include "collectives/engine/coll_skip.h"
 
@@ -86,7 +87,10 @@ void coll_comm_broken(struct coll_comm *cc, int status, const char *msg, int fai
             coll_describe_op(op, what, sizeof(what));
             coll_op_set_error(op, status, "%s failed: %s", what, msg);
         }
+        if (gx_trace_on())
+            coll_trace_event(op, "failure");
     }
+    gx_trace_flush("failure"); /* a rank killed next still leaves this much */
 }
 
 static bool op_gated(const struct coll_op *op)
@@ -128,8 +132,9 @@ static int op_advance(struct coll_comm *cc, struct coll_op *op, bool held, bool 
                      "before the call never finished)");
         else
             coll_stall_report(op, stall, sizeof(stall));
-        coll_op_set_error(op, GX_ETIMEOUT, "%s did not complete within GX_TIMEOUT (%d ms); still "
-                     "waiting on: %s", what, op->comm->op_timeout_ms, stall);
+        coll_op_set_error(op, GX_ETIMEOUT, "%s did not complete within %s (%d ms); still "
+                     "waiting on: %s", what, op->comm->op_timeout_src, op->comm->op_timeout_ms,
+                     stall);
     }
     if (op->status == GX_OK)
         return GX_INPROGRESS;
@@ -186,6 +191,10 @@ void coll_op_finish(struct coll_comm *cc, struct coll_op *op)
     if (op->status != GX_OK)
         gx_fail(op->status, GX_SUB_COLL, "%s", op->errmsg);
     coll_flight_finished(cc->flight, op);
+    if (op->status != GX_OK)
+        __atomic_fetch_add(&op->comm->tally.collectives_failed, 1, __ATOMIC_RELAXED);
+    if (gx_trace_on())
+        coll_trace_op(op);
     if (op->status == GX_OK) {
         cc->last_done_seq = op->seq;
         cc->last_done_kind = (uint8_t)op->a.kind;
@@ -273,6 +282,22 @@ bool coll_progress_locked(struct coll_comm *cc)
 
 /* ---- progress thread ----------------------------------------------------- */
 
+bool coll_op_polls_memory(const struct coll_op *op)
+{
+    return op->algo == COLL_ALGO_SHM ||
+           (op->algo == COLL_ALGO_HIER && op->comm->node_shm != NULL) || op->a.gpu.n;
+}
+
+/* Whether the idle thread may sleep in the transport: no op in flight polls
+ * memory. cc->mu held. */
+static bool may_sleep(const struct coll_comm *cc)
+{
+    for (const struct coll_op *op = cc->head; op; op = op->next)
+        if (coll_op_polls_memory(op))
+            return false;
+    return true;
+}
+
 static void backoff(unsigned idle)
 {
     if (idle < 64)
@@ -289,6 +314,8 @@ static void *progress_main(void *arg)
 {
     struct coll_comm *cc = arg;
     unsigned idle = 0;
+    uint64_t idle_since = 0;
+    const uint64_t spin_ns = gx_spin_ns(cc->comm);
     pthread_mutex_lock(&cc->mu);
     for (;;) {
         while (!cc->stop && (!cc->head || cc->waiters > 0)) {
@@ -310,8 +337,17 @@ static void *progress_main(void *arg)
         if (cc->stop)
             break;
         idle = coll_progress_locked(cc) ? 0 : idle + 1;
+        if (idle == 1)
+            idle_since = gx_now_ns();
+        bool sleep = spin_ns != UINT64_MAX && idle > 1 && gx_now_ns() - idle_since >= spin_ns &&
+                     may_sleep(cc);
+        if (sleep && cc->stall)
+            coll_stall_service(cc); /* progress calls are few while sleeping: it counts them */
         pthread_mutex_unlock(&cc->mu);
-        backoff(idle);
+        if (sleep)
+            gx_xport_wait(cc->comm->xport, 20); /* waits that yield */
+        else
+            backoff(idle);
         pthread_mutex_lock(&cc->mu);
     }
     pthread_mutex_unlock(&cc->mu);

@@ -95,4 +95,9 @@ bool coll_op_pass(struct coll_op *op);
 /** The messages and flags an op still waits for, for a timeout message. */
 void coll_stall_report(const struct coll_op *op, char *buf, size_t len);
 
+/** The op waits on memory a peer writes (the node arena's flags), which
+ *  no provider event announces: its waiters nap instead of sleeping in the
+ *  transport. */
+bool coll_op_polls_memory(const struct coll_op *op);
+
 #endif

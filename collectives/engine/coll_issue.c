@@ -63,6 +63,19 @@ static void coll_wait_begin(struct gx_request *req)
     pthread_mutex_unlock(&cc->mu);
 }
 
+/* Waits that yield: sleep in the transport, unless the op also waits on
+ * the node arena's flags, which no event announces (then a short nap). */
+static void coll_wait_block(struct gx_request *req, int timeout_ms)
+{
+    struct coll_op *op = req->priv;
+    if (coll_op_polls_memory(op)) {
+        struct timespec ts = { 0, 20000 };
+        nanosleep(&ts, NULL);
+        return;
+    }
+    gx_xport_wait(op->comm->xport, timeout_ms);
+}
+
 static void coll_wait_end(struct gx_request *req)
 {
     struct coll_op *op = req->priv;
@@ -118,6 +131,17 @@ uint64_t coll_next_seq(struct gx_comm *comm, int *status)
     uint64_t s = ++cc->seq;
     pthread_mutex_unlock(&cc->mu);
     *status = GX_OK;
+    return s;
+}
+
+uint64_t coll_issued(struct gx_comm *comm)
+{
+    struct coll_comm *cc = comm->coll;
+    if (!cc)
+        return 0;
+    pthread_mutex_lock(&cc->mu);
+    uint64_t s = cc->seq;
+    pthread_mutex_unlock(&cc->mu);
     return s;
 }
 
@@ -245,6 +269,7 @@ int coll_issue(struct gx_comm *comm, uint64_t seq, const struct coll_args *a, co
     req->release = coll_req_release;
     req->wait_begin = coll_wait_begin;
     req->wait_end = coll_wait_end;
+    req->block = coll_wait_block;
     op->req = req;
     op->deadline = req->deadline;
     GX_TRACE(GX_SUB_COLL, "%s #%llu: %s%s%s, count %zu, %d steps", coll_kind_name(a->kind),

@@ -47,6 +47,8 @@ struct coll_skip {
     int next;
     unsigned received;                      /* notices so far: 0 keeps the check off */
     uint64_t *finalized_after;              /* per comm rank; UINT64_MAX: not finalized */
+    uint64_t max_seq, min_finalized;        /* an op past every notice and before every
+                                             * finalize has nothing to find (the fast path) */
 };
 
 static uint64_t skip_comm(const struct gx_comm *c)
@@ -59,23 +61,28 @@ static uint64_t skip_tag(enum skip_type t)
     return BOOT_TAG(0, BOOT_OP_USER, t);
 }
 
-/* A rejected call or a finalize is rare: every peer is told. A barrier is
- * frequent: the two ring neighbours (every collective's descriptor exchange
- * waits on them; their ABORT then reaches the rest) and the peers this rank
- * already has a bootstrap connection to, so a barrier costs O(log n) messages,
- * never n^2 connections. A connection not yet open gets the communicator's
- * full deadline: a short one could leave the acceptor with a stream the
- * connector gave up. */
+/* A rejected call is rare: every peer is told. A barrier is frequent, and
+ * a finalize happens on every rank at once (every rank telling every rank
+ * opened N^2 bootstrap connections at the end of a job): the two ring
+ * neighbours (every collective's descriptor exchange waits on them; their
+ * ABORT then reaches the rest), the peers this rank already has a bootstrap
+ * connection to and, for a finalize, those its transport is connected to
+ * (the peers its collectives wait on), so each costs O(log n) messages.
+ * A connection not yet open gets the communicator's full deadline: a short
+ * one could leave the acceptor with a stream the connector gave up. */
 static void send_all(struct gx_comm *c, struct skip_msg *m)
 {
     m->magic = SKIP_MAGIC;
-    bool everyone = m->type != SKIP_BARRIER;
+    bool everyone = m->type == SKIP_REJECTED;
     int next = (c->rank + 1) % c->size, prev = (c->rank + c->size - 1) % c->size;
     for (int r = 0; r < c->size; r++)
         if (r != c->rank)
             (void)gx_boot_notify(c->boot, c->world_ranks[r], skip_comm(c),
                                  skip_tag((enum skip_type)m->type), m, sizeof(*m),
-                                 gx_comm_op_deadline(c), everyone || r == next || r == prev);
+                                 gx_comm_op_deadline(c),
+                                 everyone || r == next || r == prev ||
+                                     (m->type == SKIP_FINALIZED && c->xport &&
+                                      gx_xport_connected(c->xport, r)));
 }
 
 void coll_skip_announce_rejected(struct gx_comm *c, uint64_t seq, int kind, int status,
@@ -112,6 +119,7 @@ static struct coll_skip *skip_get(struct coll_comm *cc)
         s->rejected[i].rank = -1;
     for (int r = 0; r < cc->comm->size; r++)
         s->finalized_after[r] = UINT64_MAX;
+    s->min_finalized = UINT64_MAX;
     cc->skip = s;
     return s;
 }
@@ -141,7 +149,9 @@ static void poll_notices(struct coll_comm *cc, struct coll_skip *s)
             m.type = (uint16_t)t;
             if (t == SKIP_FINALIZED) {
                 s->finalized_after[r] = m.seq;
+                s->min_finalized = m.seq < s->min_finalized ? m.seq : s->min_finalized;
             } else {
+                s->max_seq = m.seq > s->max_seq ? m.seq : s->max_seq;
                 s->rejected[s->next] = (struct skip_notice){ r, m };
                 s->next = (s->next + 1) % SKIP_KEEP;
             }
@@ -186,7 +196,7 @@ bool coll_skip_explains(struct coll_comm *cc, struct coll_op *op, int wait_ms)
 void coll_skip_check_op(struct coll_comm *cc, struct coll_op *op)
 {
     struct coll_skip *s = cc->skip;
-    if (!s || !s->received)
+    if (!s || !s->received || (op->seq > s->max_seq && op->seq <= s->min_finalized))
         return;
     char what[160];
     for (int i = 0; i < SKIP_KEEP; i++) {

@@ -17,6 +17,7 @@
 
 #include "collectives/bootstrap/boot_proto.h"
 #include "collectives/comm/comm_internal.h"
+#include "collectives/engine/coll_trace.h"
 #include "collectives/engine/coll_engine.h"
 #include "collectives/engine/coll_stall.h"
 #include "common/clock.h"
@@ -36,6 +37,7 @@ GX_PARAM_DEFINE(gx_param_stall_warn, "GX_STALL_WARN", GX_PARAM_INT, "60", NULL,
 #define SURVEY_GRACE_MS 2000
 #define NOTE_FALLBACK_MS 1000                 /* no query this long: note the next rank */
 #define STALL_SEND_MS 200                     /* a send to a rank that does not read */
+#define STALL_CONNECT_MS 1500                 /* ... that needs a new connection first */
 
 enum stall_type { STALL_NOTE = 1, STALL_QUERY = 2, STALL_REPLY = 3 };
 
@@ -60,6 +62,7 @@ struct stall_reply {
 
 struct coll_stall {
     int warn_ms;
+    unsigned checks;             /* coll_stall_check_op reads the clock 1 call in 16 */
     uint64_t next_service_ns;
     /* This rank's stalled collective and whom it told (the surveyor role
      * falls back along ranks 0, 1, 2, ... while nobody queries us). */
@@ -116,13 +119,22 @@ int coll_stall_idle_ms(const struct coll_comm *cc)
     return cc->stall ? STALL_IDLE_MS : 0;
 }
 
+/* Best effort, never the job's failure: a rank that does not answer is what
+ * the survey reports. Over an open bootstrap connection a rank that does not
+ * read costs STALL_SEND_MS. Bootstrap connections are made on demand, and
+ * the handshake of a new one needs the peer to service its bootstrap, which
+ * a rank waiting in a collective does every STALL_SERVICE_NS or
+ * STALL_IDLE_MS: a new connection gets STALL_CONNECT_MS. */
 static void send_to(struct coll_comm *cc, int comm_rank, struct stall_msg *m)
 {
     m->magic = STALL_MAGIC;
     struct gx_comm *c = cc->comm;
-    (void)gx_boot_send(c->boot, c->world_ranks[comm_rank], stall_comm(cc),
-                       stall_tag((enum stall_type)m->type), m, sizeof(*m),
-                       gx_deadline_after_ms(STALL_SEND_MS));
+    int world = c->world_ranks[comm_rank];
+    uint64_t tag = stall_tag((enum stall_type)m->type);
+    if (gx_boot_notify(c->boot, world, stall_comm(cc), tag, m, sizeof(*m),
+                       gx_deadline_after_ms(STALL_SEND_MS), false) == GX_EINVAL)
+        (void)gx_boot_notify(c->boot, world, stall_comm(cc), tag, m, sizeof(*m),
+                             gx_deadline_after_ms(STALL_CONNECT_MS), true);
 }
 
 /* One poll of the bootstrap, whichever rank sent. Messages of other
@@ -237,9 +249,13 @@ static void note_stall(struct coll_comm *cc)
 void coll_stall_check_op(struct coll_comm *cc, struct coll_op *op)
 {
     struct coll_stall *st = cc->stall;
-    if (!st || op->stall_warned || gx_now_ns() - op->issued_ns < (uint64_t)st->warn_ms * 1000000ull)
+    if (!st || op->stall_warned || (++st->checks & 15) != 0 ||
+        gx_now_ns() - op->issued_ns < (uint64_t)st->warn_ms * 1000000ull)
         return;
     op->stall_warned = true;
+    __atomic_fetch_add(&op->comm->tally.stalls, 1, __ATOMIC_RELAXED);
+    if (gx_trace_on())
+        coll_trace_event(op, "stall");
     char what[160], waits[300];
     coll_describe_op(op, what, sizeof(what));
     coll_stall_report(op, waits, sizeof(waits));

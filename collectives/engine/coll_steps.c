@@ -14,6 +14,7 @@
 #include "collectives/engine/coll_engine.h"
 #include "collectives/engine/coll_fault.h"
 #include "collectives/engine/coll_gpu.h"
+#include "collectives/engine/coll_trace.h"
 #include "collectives/arena/node_shm.h"
 #include "collectives/comm/comm_internal.h"
 #include "common/log.h"
@@ -116,6 +117,8 @@ static void comm_step_finished(struct coll_op *op, int i)
                  op->comm->rank, s->len);
     }
     s->state = STEP_DONE;
+    if (gx_trace_on())
+        coll_trace_message(op, i, x->t_post);
     if (i == op->desc_recv_step && op->status == GX_OK)
         check_desc(op);
 }
@@ -173,6 +176,8 @@ static bool inject_fault(struct coll_op *op, struct coll_step *s)
     int delay_ms = 0;
     enum coll_fault_action f = coll_fault_at_step(op->comm, op->seq, (int)(s - op->steps),
                                                   s->kind == CS_SEND, &delay_ms);
+    if (f != COLL_FAULT_NONE && gx_trace_on())
+        coll_trace_event(op, f == COLL_FAULT_DELAY ? "injected delay" : "injected fault");
     if (f == COLL_FAULT_DROP) {
         /* Lost on the wire: the send completes, the receiver waits. */
         struct xp_op *x = coll_step_xop(op, (int)(s - op->steps));
@@ -212,6 +217,13 @@ static void run_step(struct coll_op *op, struct coll_step *s)
 {
     struct gx_xport *x = op->comm->xport;
     int rc = GX_OK;
+    /* GX_TRACE: the span of a step that runs here and now (not a message,
+     * not a flag wait, which polls: a clock read per poll cost more than
+     * the wait). */
+    bool local = s->kind != CS_SEND && s->kind != CS_RECV && s->kind != CS_FLAG_WAIT &&
+                 s->kind != CS_NOP;
+    uint64_t t0 = local && gx_trace_on() ? gx_trace_now() : 0;
+    bool kernel = false;
     if ((s->kind == CS_SEND || s->kind == CS_RECV) && coll_fault_any() && inject_fault(op, s))
         return;
     bool reduce = s->kind == CS_REDUCE || s->kind == CS_REDUCE3 || s->kind == CS_AVG;
@@ -237,12 +249,12 @@ static void run_step(struct coll_op *op, struct coll_step *s)
         }
         break;
     case CS_REDUCE:
-        if (op->a.gpu.n && coll_gpu_step(op, s, &rc)) /* branch kernels */
+        if (op->a.gpu.n && (kernel = coll_gpu_step(op, s, &rc))) /* branch kernels */
             break;
         op->fn(s->dst, s->src, s->len);
         break;
     case CS_REDUCE3:
-        if (op->a.gpu.n && coll_gpu_step(op, s, &rc)) /* branch kernels */
+        if (op->a.gpu.n && (kernel = coll_gpu_step(op, s, &rc))) /* branch kernels */
             break;
         if (s->dst == s->src) /* in-place forms: the two-operand kernel */
             op->fn(s->dst, s->src2, s->len);
@@ -287,6 +299,8 @@ static void run_step(struct coll_op *op, struct coll_step *s)
         return;
     }
     s->state = (s->kind == CS_SEND || s->kind == CS_RECV) ? STEP_POSTED : STEP_DONE;
+    if (t0 && s->state == STEP_DONE && gx_trace_on())
+        coll_trace_local(op, (int)(s - op->steps), t0, kernel);
 }
 
 /* One pass over an op's window. Returns true when anything changed. */

@@ -1,16 +1,20 @@
 /*
  * xport.c - opening and closing a communicator's transport, progress and
- * waiting. The protocol itself is in xport_p2p.c (posting) and
- * xport_match.c (completions, arrivals, matching).
+ * waiting. Connections are xport_conn.c's (on demand); the protocol itself
+ * is in xport_p2p.c (posting) and xport_match.c (completions, arrivals,
+ * matching).
  *
  * Provider choice is made from facts every rank shares (the node layout and
- * GX_PROVIDER), so every rank opens the same meshes in the same order: shm
- * for peers on the same node when any node has two ranks, the network
- * provider (tcp) for peers on other nodes when there are several nodes.
+ * GX_PROVIDER), so every rank opens the same domains in the same order and
+ * plans the same provider for each pair: shm for peers on the same node when
+ * any node has two ranks, the network provider (tcp) for peers on other
+ * nodes when there are several nodes.
  */
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "collectives/comm/comm_internal.h"
 #include "collectives/transport/xport_am.h"
@@ -34,10 +38,12 @@ GX_PARAM_DEFINE(gx_param_checksum, "GX_CHECKSUM", GX_PARAM_BOOL, "0", NULL,
                 "fails the link naming the sender on a mismatch). Catches corruption the "
                 "fabric missed, at the cost of one pass over the data on each side.");
 
-static int xp_allgather(void *ctx, const void *mine, void *all, size_t len)
-{
-    return gx_comm_boot_allgather(ctx, mine, all, len);
-}
+GX_PARAM_DEFINE(gx_param_connect, "GX_CONNECT", GX_PARAM_ENUM, "demand", "demand|all",
+                "When the transport connects to a peer: when something first needs it "
+                "(demand: a rank holds endpoints only to the peers its algorithms and "
+                "messages use, about 2*log2(N) plus its node's ranks with the default "
+                "algorithms), or every peer when the communicator is created (all: N-1 "
+                "endpoints per rank, the full mesh of earlier versions).");
 
 /* The verbs device to open: the topology's NIC when verbs lists it. */
 static const char *verbs_device_for(const struct gx_comm *c, char *buf, size_t len)
@@ -89,16 +95,7 @@ static int pick_net_provider(struct gx_xport *x, const char **out)
     return GX_OK;
 }
 
-/* While a mesh waits for its connections: stop at once when the bootstrap
- * has heard of a failure (another rank's ABORT) or when a rank on this
- * machine has died, instead of waiting for the set-up deadline. */
-static int xp_mesh_watch(void *ctx)
-{
-    return gx_comm_known_death(ctx, false, "while the transport was being set up");
-}
-
-static int open_domain(struct gx_xport *x, const char *name, const unsigned char *mask,
-                       struct xp_domain *d)
+static int open_domain(struct gx_xport *x, const char *name, struct xp_domain *d)
 {
     struct gx_comm *c = x->comm;
     char devbuf[96];
@@ -123,57 +120,15 @@ static int open_domain(struct gx_xport *x, const char *name, const unsigned char
     if (rc == GX_OK)
         rc = gx_fab_rcache_create_domain(d->dom, GX_FAB_ACCESS_LOCAL | GX_FAB_ACCESS_REMOTE_WRITE,
                                          &d->rcache_recv);
-    if (rc != GX_OK)
-        return rc;
-    struct gx_fab_mesh_attr ma = GX_FAB_MESH_ATTR_INIT;
-    ma.rank = c->rank;
-    ma.nranks = c->size;
-    ma.allgather = xp_allgather;
-    ma.allgather_ctx = c;
-    ma.peers = mask;
-    ma.watch = xp_mesh_watch;
-    ma.watch_ctx = c;
-    /* Never past init's deadline (GX_INIT_TIMEOUT) or GX_FAB_CONNECT_TIMEOUT. */
-    int left = gx_ms_left(gx_comm_op_deadline(c));
-    ma.timeout_ms = left < gx_fab_connect_timeout_ms() ? (left > 0 ? left : 1)
-                                                       : gx_fab_connect_timeout_ms();
-    return gx_fab_mesh_create(d->dom, d->cq, &ma, &d->mesh);
-}
-
-static int setup_peer(struct gx_xport *x, struct xp_peer *p)
-{
-    size_t slot = x->eager_limit;
-    size_t bytes = slot * (XP_RECV_SLOTS + XP_SEND_SLOTS);
-    p->slab = aligned_alloc(4096, (bytes + 4095) & ~(size_t)4095);
-    if (!p->slab)
-        return gx_fail(GX_ENOMEM, GX_SUB_COLL, "transport: no memory for bounce slots");
-    int rc = gx_fab_mr_reg(p->d->dom, p->slab, bytes, GX_FAB_MEM_HOST, GX_FAB_ACCESS_LOCAL,
-                           &p->slab_mr);
-    if (rc != GX_OK)
-        return rc;
-    for (int i = 0; i < XP_RECV_SLOTS; i++) {
-        p->recv_slots[i] = (struct xp_slot){ .ctx_type = XP_CTX_RECV_SLOT, .peer = p,
-                                             .buf = p->slab + slot * (size_t)i };
-        rc = xp_post_recv_slot(&p->recv_slots[i]);
-        if (rc != GX_OK)
-            return rc;
-    }
-    for (int i = 0; i < XP_SEND_SLOTS; i++)
-        p->send_slots[i] = (struct xp_slot){ .ctx_type = XP_CTX_SEND_SLOT, .peer = p,
-                                             .buf = p->slab + slot * (size_t)(XP_RECV_SLOTS + i) };
-    p->send_free = XP_SEND_SLOTS;
-    return GX_OK;
+    return rc;
 }
 
 int gx_xport_open(struct gx_comm *c, struct gx_xport **out)
 {
     struct gx_xport *x = calloc(1, sizeof(*x));
-    unsigned char *local = calloc((size_t)c->size, 1), *remote = calloc((size_t)c->size, 1);
     if (x)
         x->peers = calloc((size_t)c->size, sizeof(*x->peers));
-    if (!x || !x->peers || !local || !remote) {
-        free(local);
-        free(remote);
+    if (!x || !x->peers) {
         if (x)
             free(x->peers);
         free(x);
@@ -190,7 +145,9 @@ int gx_xport_open(struct gx_comm *c, struct gx_xport **out)
     for (int q = 0; q < c->size; q++) {
         x->peers[q].rank = q;
         x->peers[q].x = x;
+        x->peers[q].pend_index = -1;
     }
+    x->peers[c->rank].conn = XP_CONN_UP; /* self: messages are delivered in place */
     int rc = gx_param_size(&gx_param_eager_limit, &x->eager_limit);
     if (rc == GX_OK && (x->eager_limit < 256 || x->eager_limit > (1u << 20)))
         rc = gx_fail(GX_EINVAL, GX_SUB_COLL, "GX_EAGER_LIMIT=%zu must be 256 B..1 MiB",
@@ -198,56 +155,46 @@ int gx_xport_open(struct gx_comm *c, struct gx_xport **out)
     x->eager_limit = (x->eager_limit + 63) & ~(size_t)63;
     if (rc == GX_OK)
         rc = gx_param_bool(&gx_param_checksum, &x->checksum);
+    int mode = 0;
+    if (rc == GX_OK)
+        rc = gx_param_enum(&gx_param_connect, &mode);
 
-    /* Which meshes: decided from shared facts only. */
-    bool any_shared_node = false;
-    for (int r = 0; r < c->size; r++) {
-        for (int q = 0; q < c->size; q++) {
-            if (q == r)
-                continue;
-            bool same = gx_comm_same_node(c, r, q);
-            any_shared_node |= same;
-            if (r == c->rank) {
-                local[q] = same;
-                remote[q] = !same;
-            }
-        }
-    }
+    /* Which domains: decided from shared facts only (some node holds two
+     * ranks exactly when there are fewer nodes than ranks). */
+    bool any_shared_node = c->node_count < c->size;
     const char *forced = gx_param_text(&gx_param_provider);
     if (rc == GX_OK && forced[0]) {
-        for (int q = 0; q < c->size; q++)
-            local[q] = q != c->rank;
-        rc = open_domain(x, forced, local, &x->doms[x->ndoms++]);
-        memset(remote, 0, (size_t)c->size);
+        rc = open_domain(x, forced, &x->doms[x->ndoms++]);
     } else if (rc == GX_OK) {
         if (any_shared_node)
-            rc = open_domain(x, "shm", local, &x->doms[x->ndoms++]);
+            rc = open_domain(x, "shm", &x->doms[x->ndoms++]);
         const char *net = NULL;
         if (rc == GX_OK && c->node_count > 1)
             rc = pick_net_provider(x, &net);
         if (rc == GX_OK && net)
-            rc = open_domain(x, net, remote, &x->doms[x->ndoms++]);
+            rc = open_domain(x, net, &x->doms[x->ndoms++]);
     }
     for (int q = 0; rc == GX_OK && q < c->size; q++) {
-        struct xp_peer *p = &x->peers[q];
-        if (q == c->rank)
-            continue;
-        p->d = (forced[0] || local[q]) ? &x->doms[0] : &x->doms[x->ndoms - 1];
-        p->ep = gx_fab_mesh_ep(p->d->mesh, q);
-        if (!p->ep)
-            rc = gx_fail(GX_ECONNECT, GX_SUB_COLL, "transport: no endpoint to rank %d", q);
-        else
-            rc = setup_peer(x, p);
+        if (q != c->rank)
+            x->peers[q].d = (forced[0] || gx_comm_same_node(c, q, c->rank))
+                                ? &x->doms[0] : &x->doms[x->ndoms - 1];
     }
-    free(local);
-    free(remote);
+    if (rc == GX_OK && c->size > 1)
+        rc = xp_conn_open(x);
+    if (rc == GX_OK && mode == 1 && c->size > 1) {
+        /* Never past init's deadline (GX_INIT_TIMEOUT) or GX_FAB_CONNECT_TIMEOUT. */
+        uint64_t deadline = gx_deadline_after_ms(gx_fab_connect_timeout_ms());
+        uint64_t init = gx_comm_op_deadline(c);
+        rc = xp_conn_all(x, init && init < deadline ? init : deadline);
+    }
     if (rc != GX_OK) {
         gx_xport_close(x);
         return rc;
     }
-    GX_INFO(GX_SUB_COLL, "transport of '%s': %s%s%s, eager limit %zu B", c->name,
+    GX_INFO(GX_SUB_COLL, "transport of '%s': %s%s%s, eager limit %zu B, connections %s", c->name,
             x->ndoms > 0 ? x->doms[0].prov->name : "self only", x->ndoms > 1 ? " + " : "",
-            x->ndoms > 1 ? x->doms[1].prov->name : "", x->eager_limit);
+            x->ndoms > 1 ? x->doms[1].prov->name : "", x->eager_limit,
+            mode == 1 ? "to every peer (GX_CONNECT=all)" : "on demand");
     *out = x;
     return GX_OK;
 }
@@ -256,12 +203,8 @@ static void close_meshes_locked(struct gx_xport *x, const char *why)
 {
     for (int q = 0; q < x->size; q++)
         xp_fail_peer(&x->peers[q], GX_EABORTED, why);
-    for (int i = 0; i < x->ndoms; i++) {
-        gx_fab_mesh_destroy(x->doms[i].mesh);
-        x->doms[i].mesh = NULL;
-    }
-    for (int q = 0; q < x->size; q++)
-        x->peers[q].ep = NULL;
+    xp_fail_any(x, GX_EABORTED, -1, why);
+    xp_conn_close_all(x);
 }
 
 void gx_xport_abort(struct gx_xport *x)
@@ -284,8 +227,7 @@ void gx_xport_close(struct gx_xport *x)
     xp_svc_free(x); /* windows and calls (xport_am.c): their ops failed above */
     for (int q = 0; q < x->size; q++) {
         struct xp_peer *p = &x->peers[q];
-        gx_fab_mr_dereg(p->slab_mr);
-        free(p->slab);
+        xp_conn_free_peer(p);
         free(p->ctl);
         for (struct xp_unexpected *u = p->unexp_head, *n; u; u = n) {
             n = u->next;
@@ -305,14 +247,17 @@ void gx_xport_close(struct gx_xport *x)
     pthread_mutex_unlock(&x->lock);
     pthread_mutex_destroy(&x->lock);
     free(x->peers);
+    free(x->addrs);
+    free(x->pend);
     free(x);
 }
 
-static int progress_locked(struct gx_xport *x)
+int xp_progress_locked(struct gx_xport *x)
 {
     struct gx_fab_cqe cqes[32];
     if (x->aborted)
         return GX_OK;
+    xp_conn_progress(x);
     for (int i = 0; i < x->ndoms; i++) {
         for (;;) {
             int n = gx_fab_cq_poll(x->doms[i].cq, cqes, 32);
@@ -320,8 +265,11 @@ static int progress_locked(struct gx_xport *x)
                 return n;
             if (n > 0)
                 __atomic_add_fetch(&x->polled, (uint64_t)n, __ATOMIC_RELAXED);
-            for (int k = 0; k < n; k++)
+            for (int k = 0; k < n; k++) {
+                if (gx_trace_on())
+                    xp_trace_cqe(&x->doms[i], &cqes[k]);
                 xp_handle_cqe(x, &cqes[k]);
+            }
             if (n < 32)
                 break;
         }
@@ -332,9 +280,45 @@ static int progress_locked(struct gx_xport *x)
 int gx_xport_progress(struct gx_xport *x)
 {
     pthread_mutex_lock(&x->lock);
-    int rc = progress_locked(x);
+    int rc = xp_progress_locked(x);
     pthread_mutex_unlock(&x->lock);
     return rc;
+}
+
+#define XP_WAIT_FDS 256
+
+void gx_xport_wait(struct gx_xport *x, int timeout_ms)
+{
+    struct pollfd fds[XP_WAIT_FDS];
+    int n = 0;
+    bool pending = false, can_sleep = true;
+    pthread_mutex_lock(&x->lock);
+    if (x->aborted || x->ndoms == 0)
+        can_sleep = false;
+    for (int i = 0; can_sleep && !pending && i < x->ndoms; i++) {
+        int rc = gx_fab_cq_wait_fds(x->doms[i].cq, fds + n, XP_WAIT_FDS - n);
+        if (rc == GX_INPROGRESS)
+            pending = true;
+        else if (rc < 0)
+            can_sleep = false;
+        else
+            n += rc;
+    }
+    if (x->npend > 0 && timeout_ms > 1)
+        timeout_ms = 1; /* connections being made: establish is polled */
+    pthread_mutex_unlock(&x->lock);
+    if (!pending) {
+        if (can_sleep) {
+            (void)poll(fds, (nfds_t)n, timeout_ms);
+        } else {
+            struct timespec ts = { 0, 50000 };
+            nanosleep(&ts, NULL);
+        }
+    }
+    pthread_mutex_lock(&x->lock);
+    for (int i = 0; i < x->ndoms; i++)
+        gx_fab_cq_wait_done(x->doms[i].cq);
+    pthread_mutex_unlock(&x->lock);
 }
 
 const char *gx_xport_provider_of(const struct gx_xport *x, int peer)

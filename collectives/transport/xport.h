@@ -1,7 +1,19 @@
 /*
- * xport.h - a communicator's transport: one fabric endpoint per peer (shm
- * inside a node, the network provider between nodes) and a tagged message
- * protocol on top of the fabric's send / write-with-immediate.
+ * xport.h - a communicator's transport: one fabric endpoint per peer it
+ * talks to (shm inside a node, the network provider between nodes), made
+ * on demand, and a tagged message protocol on top of the fabric's send /
+ * write-with-immediate.
+ *
+ * Reaching a peer: gx_xport_peer(x, rank, deadline, &p) is the one door to
+ * the endpoint of `rank`. It connects on first use (the provider's job-key
+ * handshake first, then the acceptor's hello; xport_conn.c), driving the
+ * transport until the connection is up, the deadline passes (GX_ETIMEOUT)
+ * or the connection fails (an error naming the rank and why; the peer
+ * stays failed). Inside the transport, posting goes through
+ * xp_peer_want() (xport_internal.h), which starts the connection without
+ * blocking and lets the caller queue on the peer until it is up. Nothing
+ * else opens endpoints; with GX_CONNECT=all every peer is connected at
+ * open (the full mesh of earlier versions). gx_xport_stats counts them.
  *
  *  - eager: messages up to GX_EAGER_LIMIT bytes are copied into a registered
  *    send slot and land in one of the receiver's pre-posted bounce slots;
@@ -10,8 +22,12 @@
  *    address and remote key; the sender writes the payload straight into the
  *    receive buffer with write-with-immediate (zero copy on verbs).
  *
- * Matching is per (peer, tag) in arrival order. A receive smaller than the
- * message fails on both sides with GX_ETRUNCATE naming ranks and sizes.
+ * Matching is per (peer, tag) in arrival order. A receive posted for
+ * XP_ANY_PEER takes the first message of its tag from any peer: the one
+ * that arrived first among those already waiting, else the next to
+ * arrive; a message goes to the receive posted first, wildcard or not. A
+ * receive smaller than the message fails on both sides with GX_ETRUNCATE
+ * naming ranks and sizes.
  * Flow control is the provider's (a send waits in the provider until the
  * receiver re-posts a slot). All calls take the transport lock; the fabric
  * objects are only touched under it.
@@ -41,6 +57,11 @@ struct xp_am_hdr;
  * (xport_am.h): a header, then buf, never matched by tag. */
 enum xp_op_kind { XP_OP_SEND = 1, XP_OP_RECV = 2, XP_OP_AM = 3 };
 
+/* The peer of a receive that takes its tag's next message from any peer
+ * (GX_ANY_SOURCE); op->peer names the sender once it matched. A link that
+ * fails while it waits fails it (the message may have been that peer's). */
+#define XP_ANY_PEER (-1)
+
 /** One send or receive. Owned by the caller (embed it); valid until done. */
 struct xp_op {
     uint8_t ctx_type;        /* must stay first: fabric contexts point here */
@@ -48,7 +69,7 @@ struct xp_op {
     uint8_t state;           /* protocol state, private to p2p.c */
     bool done;
     int status;              /* valid once done */
-    int peer;
+    int peer;                /* receive: XP_ANY_PEER until it matched */
     uint32_t tag;
     void *buf;
     size_t len;              /* send: bytes; receive: capacity */
@@ -58,6 +79,8 @@ struct xp_op {
     bool has_crc;
     bool dev;                /* buf is CUDA device memory handed to the fabric (GPUDirect
                                 RDMA, xport_gdr.c): the CPU never touches it */
+    uint64_t posted;         /* receive: posting order (wildcard vs specific), private */
+    uint64_t t_post;         /* gx_now_ns() at the post while tracing (GX_TRACE), else 0 */
     struct xp_op *next;      /* queue link, private */
     void *reg;               /* rendezvous registration, private */
     const struct xp_am_hdr *am_hdr; /* XP_OP_AM: its header (kept by the owner) */
@@ -103,6 +126,30 @@ int gx_xport_mem_copy(void *dst, bool dst_dev, const void *src, bool src_dev, si
 
 /** Poll completions and advance protocols. Returns GX_OK or a fatal error. */
 int gx_xport_progress(struct gx_xport *x);
+
+/** The up connection to `rank`, connecting on demand (see the top of this
+ *  file). Call without the transport lock held (it takes it); `deadline`
+ *  is a gx_now_ns() value, 0 for none beyond the attempt's own
+ *  (GX_FAB_CONNECT_TIMEOUT or GX_TIMEOUT, whichever is longer). The peer
+ *  stays valid until gx_xport_close; its fields are the transport's
+ *  (xport_internal.h) and are touched under the transport lock only. */
+int gx_xport_peer(struct gx_xport *x, int rank, uint64_t deadline, struct xp_peer **out);
+
+/** Waits that yield: sleep until a provider has work for this transport
+ *  (a message, a completion, a connection), at most `timeout_ms`. Returns
+ *  at once when work is pending. A provider that cannot sleep (dpdk,
+ *  verbs) makes it a short nap instead. Call without the lock. */
+void gx_xport_wait(struct gx_xport *x, int timeout_ms);
+
+/** True when the connection to `peer` is up (it does not connect). */
+bool gx_xport_connected(struct gx_xport *x, int peer);
+
+/** Add this transport's counters to `out` (xport_stats.c): bytes and
+ *  messages per peer class and provider, checksum failures, connections,
+ *  and the endpoints made on demand (endpoints, endpoints_node, connects,
+ *  accepts). */
+struct gx_comm_stats;
+void gx_xport_stats(struct gx_xport *x, struct gx_comm_stats *out);
 
 /** Name of the provider used to reach `peer` ("shm", "tcp", "self"). */
 const char *gx_xport_provider_of(const struct gx_xport *x, int peer);

@@ -52,11 +52,11 @@ int xp_svc_check_peer(struct gx_xport *x, int rank, const char *what)
     if (!p)
         return gx_fail(GX_EINVAL, GX_SUB_COLL, "%s: rank %d is out of range (communicator of %d)",
                        what, rank, x->size);
+    if (rank != x->rank)
+        xp_peer_want(x, rank); /* connects on first use; work queues until it is up */
     if (p->failed)
-        return gx_fail(p->failed, GX_SUB_COLL, "%s: the link to rank %d failed earlier (%s)",
-                       what, rank, gx_strerror(p->failed));
-    if (rank != x->rank && !p->ep)
-        return gx_fail(GX_ECONNECT, GX_SUB_COLL, "%s: no endpoint to rank %d", what, rank);
+        return gx_fail(p->failed, GX_SUB_COLL, "%s: the link to rank %d failed (%s)", what, rank,
+                       gx_strerror(p->failed));
     return GX_OK;
 }
 
@@ -77,6 +77,8 @@ void xp_am_op_init(struct xp_op *op, int peer, const struct xp_am_hdr *hdr, cons
 
 int xp_am_send(struct xp_peer *p, struct xp_op *op)
 {
+    if (p->rank != p->x->rank)
+        xp_peer_want(p->x, p->rank);
     if (p->failed)
         return gx_fail(p->failed, GX_SUB_COLL, "rank %d: the link to rank %d failed earlier",
                        p->x->rank, p->rank);
@@ -280,6 +282,12 @@ int xp_am_write_to(struct xp_peer *p, const void *buf, size_t len, uint64_t radd
                        p->x->rank, len, p->rank);
     }
     return GX_OK;
+}
+
+void xp_am_peer_up(struct xp_peer *p)
+{
+    if (p->x->svc)
+        xp_rma_peer_up(p);
 }
 
 void xp_am_peer_failed(struct xp_peer *p, int status, const char *why)

@@ -94,11 +94,15 @@ int xp_am_write_to(struct xp_peer *p, const void *buf, size_t len, uint64_t radd
 
 /** The link to the peer broke: every service fails what it owes or awaits. */
 void xp_am_peer_failed(struct xp_peer *p, int status, const char *why);
+/* The connection to p is up (xp_send_pending): one-sided fabric operations
+ * deferred until then are posted. */
+void xp_am_peer_up(struct xp_peer *p);
 
 /* ---- the services' entry points (xport_rma.c, xport_rpc.c) ------------- */
 void xp_rma_arrived(struct xp_peer *p, const struct xp_am_hdr *h, const void *body, size_t len,
                     const struct xp_rts *rts, bool crc);
 void xp_rma_peer_failed(struct xp_peer *p, int status, const char *why);
+void xp_rma_peer_up(struct xp_peer *p);
 /** A window's one-sided fabric operation completed (context XP_CTX_RMA). */
 void xp_rma_fabric_done(struct gx_xport *x, const struct gx_fab_cqe *e);
 void xp_rma_free(struct gx_xport *x);

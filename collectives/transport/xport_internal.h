@@ -1,6 +1,7 @@
 /* xport_internal.h - the transport's private state, shared by xport.c
- * (set-up, teardown), xport_p2p.c (protocol: posting) and xport_match.c
- * (protocol: completions, arrivals, matching). */
+ * (set-up, teardown, progress), xport_conn.c (connections on demand),
+ * xport_p2p.c (protocol: posting) and xport_match.c (protocol: completions,
+ * arrivals, matching). */
 #ifndef GX_XPORT_INTERNAL_H
 #define GX_XPORT_INTERNAL_H
 
@@ -9,7 +10,6 @@
 #include "collectives/transport/xport.h"
 #include "collectives/transport/xport_proto.h"
 #include "fabric/fabric.h"
-#include "fabric/fabric_mesh.h"
 #include "fabric/rcache.h"
 
 #define XP_RECV_SLOTS 16
@@ -18,7 +18,22 @@
 
 /* XP_CTX_RMA: a one-sided fabric operation (write, read, atomic) of a
  * window (xport_rma.c). */
-enum xp_ctx_type { XP_CTX_OP = 1, XP_CTX_RECV_SLOT = 2, XP_CTX_SEND_SLOT = 3, XP_CTX_RMA = 4 };
+enum xp_ctx_type {
+    XP_CTX_OP = 1,
+    XP_CTX_RECV_SLOT = 2,
+    XP_CTX_SEND_SLOT = 3,
+    XP_CTX_HELLO = 4,
+    XP_CTX_RMA = 5,
+};
+
+/* A peer's connection (xport_conn.c). Self is UP from the start. */
+enum xp_conn_state {
+    XP_CONN_NONE = 0,   /* nobody asked for it yet */
+    XP_CONN_CONNECTING, /* our connect is being established */
+    XP_CONN_CONFIRM,    /* ours is established; waiting for the acceptor's HELLO */
+    XP_CONN_WAIT_IN,    /* the lower rank dropped ours: its own connection is coming */
+    XP_CONN_UP,         /* p->ep carries messages */
+};
 
 struct xp_slot {
     uint8_t ctx_type;        /* first: fabric contexts point here */
@@ -31,6 +46,7 @@ struct xp_slot {
 struct xp_unexpected {
     struct xp_unexpected *next;
     uint32_t tag;
+    uint64_t arrived;        /* arrival order over all peers (wildcard receives) */
     uint8_t type;            /* XP_MSG_EAGER or XP_MSG_RTS */
     int32_t cs;              /* GX_CHECKSUM: eager payload's folded CRC, or for an RTS
                                 any value >= 0 when it carries the data's CRC-32C; -1 none */
@@ -43,7 +59,7 @@ struct xp_domain {
     const struct gx_fab_provider *prov;
     struct gx_fab_domain *dom;
     struct gx_fab_cq *cq;
-    struct gx_fab_mesh *mesh;
+    struct gx_fab_listener *lst;        /* accepts peers' connections (on demand) */
     struct gx_fab_rcache *rcache_send;  /* local access */
     struct gx_fab_rcache *rcache_recv;  /* remote write */
 };
@@ -51,9 +67,15 @@ struct xp_domain {
 struct xp_peer {
     int rank;
     struct gx_xport *x;
-    struct xp_domain *d;     /* NULL for self */
-    struct gx_fab_ep *ep;
-    char *slab;              /* recv + send slots */
+    struct xp_domain *d;     /* the domain that reaches it (planned at open); NULL for self */
+    struct gx_fab_ep *ep;    /* the connection messages use, once conn == XP_CONN_UP */
+    uint8_t conn;            /* enum xp_conn_state */
+    int pend_index;          /* its place in x->pend while connecting, else -1 */
+    struct gx_fab_ep *out_ep;                    /* our own attempt until it is up or dropped */
+    struct gx_fab_ep *parked;                    /* its crossing attempt, closed once we are up */
+    uint64_t conn_deadline;                      /* gx_now_ns() limit of the attempt */
+    struct xp_slot hello;                        /* on out_ep: the acceptor's XP_MSG_HELLO */
+    char *slab;              /* recv + send slots + the hello buffer */
     struct gx_fab_mr *slab_mr;
     struct xp_slot recv_slots[XP_RECV_SLOTS];
     struct xp_slot send_slots[XP_SEND_SLOTS];
@@ -66,12 +88,24 @@ struct xp_peer {
     int ctl_count;
     int ctl_cap;
     int failed;                                  /* status once the link broke */
+    uint64_t bytes_sent, bytes_received;         /* completed messages (gx_comm_stats) */
+    uint64_t sends, receives;
     bool inject_corrupt;                         /* GX_FAULT: corrupt its message with */
     uint32_t corrupt_tag;                        /* this tag when it arrives */
 };
 
 struct gx_xport {
     pthread_mutex_t lock;
+    /* Connections (xport_conn.c): each peer's listener address in the domain
+     * that reaches it, the peers being connected, counters for stats. */
+    struct gx_fab_addr *addrs;
+    int *pend;
+    int npend;
+    uint64_t next_accept_ns;
+    uint64_t next_watch_ns;
+    int nup;                                     /* peers with an endpoint, self excluded */
+    int nup_node;                                /* ... of them on this node */
+    int nconnects, naccepts;
     struct gx_comm *comm;
     int rank;
     int size;
@@ -79,12 +113,16 @@ struct gx_xport {
     struct xp_domain doms[2];
     int ndoms;
     struct xp_peer *peers;
+    struct xp_op *any_head, *any_tail;           /* XP_ANY_PEER receives awaiting a message */
+    uint64_t posted_count;                       /* receives posted (xp_op.posted) */
+    uint64_t arrived_count;                      /* unexpected messages (xp_unexpected.arrived) */
     bool aborted;
     uint32_t next_send_id;
     uint32_t next_recv_id;
     struct xp_op *rndv[XP_RNDV_TABLE];           /* receives by recv_id % table */
     bool inject_regfail;                         /* GX_FAULT: fail the next registration */
     bool checksum;                               /* GX_CHECKSUM: checksum what we send */
+    uint64_t checksum_failures;                  /* messages that failed it (gx_comm_stats) */
     int gdr;                                     /* branch gdr: 0 not asked, 1 yes, -1 no */
     char gdr_why[240];                           /* why not (xport_gdr.c) */
     struct xp_svc *svc;                          /* windows and remote calls (xport_am.h),
@@ -107,6 +145,18 @@ static inline void xp_op_finish(struct xp_op *op, int status)
     __atomic_store_n(&op->done, true, __ATOMIC_RELEASE);
 }
 
+/** GX_TRACE: a completion on the provider track (xport_stats.c). */
+void xp_trace_cqe(const struct xp_domain *d, const struct gx_fab_cqe *e);
+/** Count a completed message (xport_stats.c; traced under GX_TRACE). */
+void xp_tally(struct xp_peer *p, const struct xp_op *op);
+
+/* Done with success: counted, then published to the waiter. */
+static inline void xp_op_done(struct xp_peer *p, struct xp_op *op)
+{
+    xp_tally(p, op);
+    xp_op_finish(op, GX_OK);
+}
+
 /* GX_CHECKSUM of a message in the wire tag: its CRC-32C folded to 16 bits. */
 static inline uint16_t xp_fold16(uint32_t crc)
 {
@@ -122,6 +172,9 @@ void xp_op_fail(struct xp_op *op, int status, const char *fmt, ...)
 /** Remove and return the first op with `tag` (tail may be NULL for lists
  *  without one). */
 struct xp_op *xp_queue_take_tag(struct xp_op **head, struct xp_op **tail, uint32_t tag);
+/** Fail the XP_ANY_PEER receives waiting: the link to rank `who` failed,
+ *  or (who < 0) the whole transport, for `why`. */
+void xp_fail_any(struct gx_xport *x, int status, int who, const char *why);
 void xp_release_send_slot(struct xp_slot *s);
 /** Post a message of `type` from a taken send slot (the slot is released
  *  when the post fails). */
@@ -134,10 +187,35 @@ int xp_send_or_queue(struct xp_peer *p, struct xp_op *op);
 void xp_maybe_corrupt(struct xp_peer *p, uint32_t tag, void *data, size_t len);
 /** GX_FAULT regfail: GX_ENOMEM once when injected, else GX_OK. */
 int xp_take_injected_regfail(struct gx_xport *x);
+/** Send a control message (no user op) in a free send slot; up peers only. */
+int xp_post_ctl(struct xp_peer *p, int type, const void *payload, size_t len);
 /** Post queued CTS answers, then waiting sends, while send slots are free. */
 void xp_send_pending(struct xp_peer *p);
 /** Queue a CTS answer to the peer and post what fits. */
 void xp_send_cts(struct xp_peer *p, const struct xp_cts *cts);
+
+/* ---- xport.c ------------------------------------------------------------- */
+/** Drive connections and poll every domain's completions. Lock held. */
+int xp_progress_locked(struct gx_xport *x);
+
+/* ---- xport_conn.c: connections on demand ------------------------------- */
+/** Listen in every domain and exchange the addresses (collective, at open). */
+int xp_conn_open(struct gx_xport *x);
+/** GX_CONNECT=all: connect every peer now (collective, at open). */
+int xp_conn_all(struct gx_xport *x, uint64_t deadline);
+/** The peer `rank` (in range), its connection started if nobody asked yet;
+ *  it may not be up: callers queue what they post. Lock held. */
+struct xp_peer *xp_peer_want(struct gx_xport *x, int rank);
+/** Drive connections: accept, establish, deadlines. Lock held. */
+void xp_conn_progress(struct gx_xport *x);
+/** A completion of a hello receive (XP_CTX_HELLO). Lock held. */
+void xp_conn_hello_cqe(struct gx_xport *x, const struct gx_fab_cqe *e);
+/** Close every endpoint and listener (abort, close). Lock held. */
+void xp_conn_close_all(struct gx_xport *x);
+/** Free the peer's bounce slots (close). */
+void xp_conn_free_peer(struct xp_peer *p);
+/** The peer leaves the set being connected (failed or up). Lock held. */
+void xp_conn_unpend(struct gx_xport *x, struct xp_peer *p);
 
 /* ---- xport_match.c: completions and arrivals ---------------------------- */
 int xp_handle_cqe(struct gx_xport *x, const struct gx_fab_cqe *e);

@@ -5,7 +5,8 @@
  * immediate arrived), checks protocol version and GX_CHECKSUM, and hands
  * a message to its match: a CTS to the send waiting for it (which then
  * writes), an eager message or an RTS to the first posted receive of its
- * tag, or else to the peer's unexpected queue. Delivering an eager payload
+ * tag (the peer's own or a wildcard one, whichever was posted first), or
+ * else to the peer's unexpected queue. Delivering an eager payload
  * and setting up a rendezvous receive are here too (xport_p2p.c calls them
  * when a receive finds its message already queued). Posting is in
  * xport_p2p.c. Runs under the transport lock.
@@ -43,6 +44,7 @@ void xp_deliver_eager(struct xp_peer *p, struct xp_op *op, void *data, size_t le
         xp_op_fail(op, GX_EPROTO, "rank %d: a %zu-byte message from rank %d (tag %u) failed its "
                    "checksum: corrupted on the way (GX_CHECKSUM)", p->x->rank, len, p->rank,
                    op->tag);
+        p->x->checksum_failures++;
         xp_fail_peer(p, GX_EPROTO, "a message failed its checksum");
         return;
     }
@@ -57,7 +59,7 @@ void xp_deliver_eager(struct xp_peer *p, struct xp_op *op, void *data, size_t le
         memcpy(op->buf, data, len);
     }
     op->received = len;
-    xp_op_finish(op, GX_OK);
+    xp_op_done(p, op);
 }
 
 void xp_start_rndv_recv(struct xp_peer *p, struct xp_op *op, const struct xp_rts *rts,
@@ -113,6 +115,7 @@ static void add_unexpected(struct xp_peer *p, uint8_t type, uint32_t tag, const 
     }
     u->next = NULL;
     u->tag = tag;
+    u->arrived = ++p->x->arrived_count;
     u->type = type;
     u->cs = cs;
     u->len = len;
@@ -125,6 +128,45 @@ static void add_unexpected(struct xp_peer *p, uint8_t type, uint32_t tag, const 
     else
         p->unexp_head = u;
     p->unexp_tail = u;
+}
+
+static struct xp_op *first_with_tag(struct xp_op *op, uint32_t tag)
+{
+    while (op && op->tag != tag)
+        op = op->next;
+    return op;
+}
+
+/* The receive a message from `p` with `tag` goes to: the first posted of
+ * p's own receives and the wildcard ones (which then names p). */
+static struct xp_op *take_receive(struct xp_peer *p, uint32_t tag)
+{
+    struct gx_xport *x = p->x;
+    struct xp_op *any = x->any_head ? first_with_tag(x->any_head, tag) : NULL;
+    if (any) {
+        struct xp_op *own = first_with_tag(p->posted_head, tag);
+        if (!own || any->posted < own->posted) {
+            xp_queue_take_tag(&x->any_head, &x->any_tail, tag);
+            any->peer = p->rank;
+            return any;
+        }
+    }
+    return xp_queue_take_tag(&p->posted_head, &p->posted_tail, tag);
+}
+
+void xp_fail_any(struct gx_xport *x, int status, int who, const char *why)
+{
+    struct xp_op *op = x->any_head;
+    x->any_head = x->any_tail = NULL;
+    for (struct xp_op *next; op; op = next) {
+        next = op->next;
+        if (who >= 0)
+            xp_op_fail(op, status, "rank %d: receive from any rank (tag %u) failed: the link "
+                       "to rank %d failed: %s", x->rank, op->tag, who, why);
+        else
+            xp_op_fail(op, status, "rank %d: receive from any rank (tag %u) failed: %s", x->rank,
+                       op->tag, why);
+    }
 }
 
 void xp_on_message(struct xp_peer *p, uint8_t type, uint32_t tag, void *data, size_t len,
@@ -174,7 +216,7 @@ void xp_on_message(struct xp_peer *p, uint8_t type, uint32_t tag, void *data, si
         }
         return;
     }
-    struct xp_op *op = xp_queue_take_tag(&p->posted_head, &p->posted_tail, tag);
+    struct xp_op *op = take_receive(p, tag);
     if (!op) {
         add_unexpected(p, type, tag, data, len, cs);
         return;
@@ -192,6 +234,10 @@ int xp_handle_cqe(struct gx_xport *x, const struct gx_fab_cqe *e)
         xp_rma_fabric_done(x, e); /* a window's one-sided write, read or atomic */
         return GX_OK;
     }
+    if (ctx_type == XP_CTX_HELLO) {
+        xp_conn_hello_cqe(x, e);
+        return GX_OK;
+    }
     if (ctx_type == XP_CTX_SEND_SLOT) {
         struct xp_slot *slot = (struct xp_slot *)(uintptr_t)e->context;
         struct xp_peer *p = slot->peer;
@@ -205,7 +251,7 @@ int xp_handle_cqe(struct gx_xport *x, const struct gx_fab_cqe *e)
             return GX_OK;
         }
         if (op)
-            xp_op_finish(op, GX_OK);
+            xp_op_done(p, op);
         xp_send_pending(p);
         return GX_OK;
     }
@@ -220,7 +266,7 @@ int xp_handle_cqe(struct gx_xport *x, const struct gx_fab_cqe *e)
                        op->len, p->rank, gx_fab_ep_name(p->ep));
             xp_fail_peer(p, e->status, "the link broke");
         } else {
-            xp_op_finish(op, GX_OK);
+            xp_op_done(p, op);
         }
         return GX_OK;
     }
@@ -247,10 +293,11 @@ int xp_handle_cqe(struct gx_xport *x, const struct gx_fab_cqe *e)
                 xp_op_fail(op, GX_EPROTO, "rank %d: the %zu bytes rank %d wrote (tag %u) fail "
                            "their checksum: corrupted on the way (GX_CHECKSUM)", x->rank,
                            op->received, p->rank, op->tag);
+                x->checksum_failures++;
                 xp_fail_peer(p, GX_EPROTO, "a message failed its checksum");
                 return GX_OK;
             }
-            xp_op_finish(op, GX_OK);
+            xp_op_done(p, op);
         }
     } else if (XP_WIRE_VERSION(e->tag) != XP_PROTO_VERSION) {
         xp_fail_peer(p, GX_EPROTO, "it speaks another transport protocol version");
@@ -265,6 +312,7 @@ int xp_handle_cqe(struct gx_xport *x, const struct gx_fab_cqe *e)
             snprintf(why, sizeof(why), "a %zu-byte message from rank %d (tag %u) failed its "
                      "checksum: corrupted on the way (GX_CHECKSUM)", (size_t)e->len, p->rank,
                      XP_WIRE_USER_TAG(e->tag));
+            x->checksum_failures++;
             xp_fail_peer(p, GX_EPROTO, why);
             return GX_OK;
         }

@@ -1,7 +1,7 @@
 /*
  * xport_p2p.c - the transport's message protocol (see xport.h), the posting
  * side: posting sends and receives (a receive first looks in the unexpected
- * queue), starting an eager send or a rendezvous (RTS), queueing sends and
+ * queue, a wildcard one in every peer's), starting an eager send or a rendezvous (RTS), queueing sends and
  * CTS answers for a free send slot, send-slot accounting, GX_FAULT
  * injection and failure of a peer's operations. What the fabric hands back
  * (completions, arriving messages and their matching) is in xport_match.c.
@@ -17,6 +17,7 @@
 #include "collectives/transport/xport_internal.h"
 #include "common/crc32c.h"
 #include "common/log.h"
+#include "common/trace.h"
 
 void xp_op_fail(struct xp_op *op, int status, const char *fmt, ...)
 {
@@ -111,6 +112,15 @@ int xp_post_msg(struct xp_peer *p, struct xp_slot *slot, int type, uint32_t tag,
     return rc;
 }
 
+int xp_post_ctl(struct xp_peer *p, int type, const void *payload, size_t len)
+{
+    struct xp_slot *slot = take_send_slot(p);
+    if (!slot)
+        return gx_fail(GX_ESTATE, GX_SUB_COLL, "transport: no free send slot for a control "
+                       "message to rank %d", p->rank);
+    return xp_post_msg(p, slot, type, 0, payload, len);
+}
+
 /* GX_FAULT regfail: the registration fails as a pinned-memory limit would. */
 int xp_take_injected_regfail(struct gx_xport *x)
 {
@@ -145,6 +155,8 @@ void xp_fail_peer(struct xp_peer *p, int status, const char *why)
     struct gx_xport *x = p->x;
     if (!p->failed)
         p->failed = status;
+    if (p->rank != x->rank && x->any_head)
+        xp_fail_any(x, status, p->rank, why);
     struct xp_op *lists[3] = { p->posted_head, p->wait_head, p->rts_head };
     p->posted_head = p->posted_tail = NULL;
     p->wait_head = p->wait_tail = NULL;
@@ -213,6 +225,9 @@ static int start_send(struct xp_peer *p, struct xp_op *op)
 
 void xp_send_pending(struct xp_peer *p)
 {
+    if (p->conn != XP_CONN_UP || p->failed)
+        return; /* xport_conn.c calls again once it is up */
+    xp_am_peer_up(p); /* windows' one-sided operations that waited for it */
     while (p->ctl_count > 0 && p->send_free > 0) {
         struct xp_slot *slot = take_send_slot(p);
         struct xp_cts cts = p->ctl[0];
@@ -280,6 +295,7 @@ static void init_op(struct xp_op *op, int kind, int peer, uint32_t tag, void *bu
     op->tag = tag;
     op->buf = buf;
     op->len = len;
+    op->t_post = gx_trace_on() ? gx_trace_now() : 0;
 }
 
 /* A message to this rank from device memory: through host memory first. */
@@ -291,13 +307,16 @@ static void self_send_dev(struct xp_peer *p, uint32_t tag, const void *buf, size
     if (rc == GX_OK)
         xp_on_message(p, XP_MSG_EAGER, tag, tmp, len, -1);
     free(tmp);
-    xp_op_finish(op, rc);
+    if (rc == GX_OK)
+        xp_op_done(p, op);
+    else
+        xp_op_finish(op, rc);
 }
 
 int xp_send_or_queue(struct xp_peer *p, struct xp_op *op)
 {
     int rc = GX_OK;
-    if (p->wait_head || (rc = start_send(p, op)) == GX_INPROGRESS) {
+    if (p->conn != XP_CONN_UP || p->wait_head || (rc = start_send(p, op)) == GX_INPROGRESS) {
         queue_push(&p->wait_head, &p->wait_tail, op);
         rc = GX_OK;
     }
@@ -320,25 +339,104 @@ int gx_xport_send_mem(struct gx_xport *x, struct xp_op *op, int peer, uint32_t t
         self_send_dev(p, tag, buf, len, op);
     } else if (peer == x->rank) {
         xp_on_message(p, XP_MSG_EAGER, tag, (void *)buf, len, -1); /* to self: deliver now */
-        xp_op_finish(op, GX_OK);
-    } else if (p->wait_head || (rc = start_send(p, op)) == GX_INPROGRESS) {
-        queue_push(&p->wait_head, &p->wait_tail, op);
-        rc = GX_OK;
+        xp_op_done(p, op);
+    } else {
+        xp_peer_want(x, peer); /* connects on first use */
+        if (p->failed) {
+            rc = gx_fail(p->failed, GX_SUB_COLL, "send: no connection with rank %d: %s", peer,
+                         gx_last_error());
+        } else if (p->conn != XP_CONN_UP || p->wait_head ||
+                   (rc = start_send(p, op)) == GX_INPROGRESS) {
+            queue_push(&p->wait_head, &p->wait_tail, op);
+            rc = GX_OK;
+        }
     }
     pthread_mutex_unlock(&x->lock);
     return rc;
+}
+
+/* The unexpected message a receive from `p` with `tag` takes, and the one
+ * before it in p's queue (NULL if first). */
+static struct xp_unexpected *find_unexpected(struct xp_peer *p, uint32_t tag,
+                                             struct xp_unexpected **prev_out)
+{
+    struct xp_unexpected *prev = NULL, *u = p ? p->unexp_head : NULL;
+    while (u && u->tag != tag) {
+        prev = u;
+        u = u->next;
+    }
+    *prev_out = prev;
+    return u;
+}
+
+static void take_unexpected(struct xp_peer *p, struct xp_op *op, struct xp_unexpected *u,
+                            struct xp_unexpected *prev)
+{
+    if (prev)
+        prev->next = u->next;
+    else
+        p->unexp_head = u->next;
+    if (p->unexp_tail == u)
+        p->unexp_tail = prev;
+    if (u->type == XP_MSG_EAGER)
+        xp_deliver_eager(p, op, u->data, u->len, u->cs);
+    else
+        xp_start_rndv_recv(p, op, &u->rts, u->cs >= 0);
+    free(u);
+}
+
+/* XP_ANY_PEER: the message of `tag` that arrived first among every peer's
+ * unexpected ones, else wait for the next (while every link is up: a
+ * failed link may have been the sender). */
+static int recv_any_locked(struct gx_xport *x, struct xp_op *op)
+{
+    struct xp_peer *from = NULL;
+    struct xp_unexpected *u = NULL, *u_prev = NULL;
+    for (int q = 0; q < x->size; q++) {
+        struct xp_unexpected *prev, *cand = find_unexpected(&x->peers[q], op->tag, &prev);
+        if (cand && (!u || cand->arrived < u->arrived)) {
+            from = &x->peers[q];
+            u = cand;
+            u_prev = prev;
+        }
+    }
+    if (u) {
+        op->peer = from->rank;
+        take_unexpected(from, op, u, u_prev);
+        return GX_OK;
+    }
+    /* It fails when any link fails while it waits (that peer may have been
+     * the sender). With connections on demand there may be no link to watch
+     * yet: it connects to every peer it has none with. */
+    for (int q = 0; q < x->size; q++)
+        if (q != x->rank)
+            (void)xp_peer_want(x, q);
+    for (int q = 0; q < x->size; q++)
+        if (x->peers[q].failed)
+            return gx_fail(x->peers[q].failed, GX_SUB_COLL, "receive from any rank (tag %u): "
+                           "the link to rank %d failed earlier", op->tag, q);
+    queue_push(&x->any_head, &x->any_tail, op);
+    return GX_OK;
 }
 
 int gx_xport_recv_mem(struct gx_xport *x, struct xp_op *op, int peer, uint32_t tag, void *buf,
                       size_t len, bool dev)
 {
     pthread_mutex_lock(&x->lock);
-    struct xp_peer *p = x->aborted ? NULL : peer_if_in_range(x, peer);
-    struct xp_unexpected *prev = NULL, *u = p ? p->unexp_head : NULL;
-    while (u && u->tag != tag) {
-        prev = u;
-        u = u->next;
+    if (peer == XP_ANY_PEER) {
+        int rc = x->aborted ? gx_fail(GX_EABORTED, GX_SUB_COLL, "receive: the communicator "
+                                      "was aborted") : GX_OK;
+        if (rc == GX_OK) {
+            init_op(op, XP_OP_RECV, XP_ANY_PEER, tag, buf, len);
+            op->dev = dev && len;
+            op->posted = ++x->posted_count;
+            rc = recv_any_locked(x, op);
+        }
+        pthread_mutex_unlock(&x->lock);
+        return rc;
     }
+    struct xp_peer *p = x->aborted ? NULL : peer_if_in_range(x, peer);
+    struct xp_unexpected *prev, *u = find_unexpected(p, tag, &prev);
     /* A peer that sent and then left (a broadcast root that exits at once)
      * failed its link, but what it sent whole still counts: an eager
      * message that arrived before the failure is delivered. */
@@ -349,21 +447,20 @@ int gx_xport_recv_mem(struct gx_xport *x, struct xp_op *op, int peer, uint32_t t
     }
     init_op(op, XP_OP_RECV, peer, tag, buf, len);
     op->dev = dev && len;
-    if (!u) {
-        queue_push(&p->posted_head, &p->posted_tail, op);
-    } else {
-        if (prev)
-            prev->next = u->next;
-        else
-            p->unexp_head = u->next;
-        if (p->unexp_tail == u)
-            p->unexp_tail = prev;
-        if (u->type == XP_MSG_EAGER)
-            xp_deliver_eager(p, op, u->data, u->len, u->cs);
-        else
-            xp_start_rndv_recv(p, op, &u->rts, u->cs >= 0);
-        free(u);
+    op->posted = ++x->posted_count;
+    /* A lower rank starts the connection a receive will need; a higher one
+     * leaves it to the sender, so two ranks rarely connect to each other at
+     * once (xport_conn.c settles it when they do). */
+    if (!u && x->rank < peer && xp_peer_want(x, peer)->failed) {
+        rc = gx_fail(p->failed, GX_SUB_COLL, "receive: no connection with rank %d: %s", peer,
+                     gx_last_error());
+        pthread_mutex_unlock(&x->lock);
+        return rc;
     }
+    if (!u)
+        queue_push(&p->posted_head, &p->posted_tail, op);
+    else
+        take_unexpected(p, op, u, prev);
     pthread_mutex_unlock(&x->lock);
     return GX_OK;
 }

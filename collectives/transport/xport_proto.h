@@ -17,10 +17,12 @@ enum xp_msg_type {
     XP_MSG_EAGER = 1, /* payload = the message */
     XP_MSG_RTS = 2,   /* payload = struct xp_rts */
     XP_MSG_CTS = 3,   /* payload = struct xp_cts */
+    XP_MSG_HELLO = 4, /* payload = struct xp_hello: first message of an accepted
+                         connection, the acceptor keeps it (xport_conn.c) */
     /* Active messages of the one-sided and remote-call services
      * (xport_am.c): not matched by tag, handed to their service. */
-    XP_MSG_AM = 4,     /* payload = struct xp_am_hdr, then the body */
-    XP_MSG_AM_RTS = 5, /* payload = struct xp_rts, then struct xp_am_hdr; the body
+    XP_MSG_AM = 5,     /* payload = struct xp_am_hdr, then the body */
+    XP_MSG_AM_RTS = 6, /* payload = struct xp_rts, then struct xp_am_hdr; the body
                           follows by write-with-immediate after the target's CTS,
                           to where the service put it (a CTS status < 0 refuses) */
 };
@@ -40,6 +42,12 @@ struct xp_rts {
     uint64_t size;      /* message bytes */
     uint32_t send_id;   /* sender's id for the CTS */
     uint32_t crc32c;    /* of the message, when the RTS carries XP_WIRE_CSUM_FLAG */
+};
+
+#define XP_HELLO_MAGIC 0x4f4c4548u /* "HELO" */
+struct xp_hello {
+    uint32_t magic;
+    int32_t rank;       /* the acceptor's communicator rank */
 };
 
 struct xp_cts {

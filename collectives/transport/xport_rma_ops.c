@@ -78,6 +78,9 @@ static int fabric_issue(struct xp_win *w, struct xp_rma_op *op)
 static void fabric_kick(struct xp_win *w, int target)
 {
     struct xp_win_peer *wp = &w->peers[target];
+    struct xp_peer *p = xp_svc_peer(w->x, target);
+    if (p->conn != XP_CONN_UP || p->failed)
+        return; /* xp_rma_peer_up or xp_rma_peer_failed takes them */
     while (wp->deferred_head && wp->fabric_inflight < XP_RMA_FABRIC_WINDOW) {
         struct xp_rma_op *op = wp->deferred_head;
         wp->deferred_head = op->defer_next;
@@ -97,7 +100,9 @@ static int fabric_start(struct xp_win *w, struct xp_rma_op *op)
 {
     struct xp_win_peer *wp = &w->peers[op->target];
     op->msg_pending = true;
-    if (wp->fabric_inflight < XP_RMA_FABRIC_WINDOW && !wp->deferred_head) {
+    struct xp_peer *p = xp_svc_peer(w->x, op->target);
+    if (p->conn == XP_CONN_UP && wp->fabric_inflight < XP_RMA_FABRIC_WINDOW &&
+        !wp->deferred_head) {
         int rc = fabric_issue(w, op);
         if (rc != GX_OK)
             op->msg_pending = false;
@@ -302,7 +307,15 @@ int xp_win_pending(struct xp_win *w, int target, uint64_t *count, char *msg, siz
     return status;
 }
 
-/* ---- a broken link --------------------------------------------------------- */
+/* ---- a connection made, a broken link ------------------------------------- */
+
+void xp_rma_peer_up(struct xp_peer *p)
+{
+    struct xp_rma_state *st = p->x->svc->rma;
+    for (struct xp_win *w = st ? st->wins : NULL; w; w = w->next)
+        if (w->peers && w->peers[p->rank].deferred_head)
+            fabric_kick(w, p->rank);
+}
 
 void xp_rma_peer_failed(struct xp_peer *p, int status, const char *why)
 {

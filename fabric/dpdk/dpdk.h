@@ -29,6 +29,7 @@
 #include "fabric/fabric_sock.h"
 
 struct rte_mbuf;
+struct rte_mempool;
 struct rte_ring;
 
 #define DPDK_BURST 32
@@ -100,6 +101,7 @@ struct dpdk_ep {
     /* side channel: set-up, then the liveness signal */
     int fd;
     int cm_stage;                       /* dpdk_conn.c */
+    struct gx_auth_client auth;         /* dpdk_conn.c: the connector's handshake */
     uint64_t deadline;
     struct gx_sockaddr peer_sa;
     struct gx_dpdk_conn_info peer_info;
@@ -167,6 +169,9 @@ int dpdk_port_up(int rank);
 /** Register a domain with the port (its handover ring); undo at close. */
 int dpdk_port_attach(struct dpdk_domain *dom);
 void dpdk_port_detach(struct dpdk_domain *dom);
+/** A peer sent its connection record: its port is started (a memif
+ *  zero-copy client waits for this before it starts its own). */
+void dpdk_port_peer_up(void);
 /** Our MAC, IPv4 (network order), UDP port and IP MTU. */
 void dpdk_port_local(uint8_t mac[6], uint32_t *ip, uint16_t *udp_port, uint16_t *mtu);
 /** Take a free connection id for `ep` (control path). */
@@ -199,11 +204,38 @@ void dpdk_port_unpark(struct rte_mbuf *m);
 /** The gx header and payload of a frame that parsed before. */
 void dpdk_port_frame(struct rte_mbuf *m, struct gx_dpdk_hdr *h, const uint8_t **payload);
 
+/* ---- dpdk_memif.c ------------------------------------------------------- */
+/* What gx asks of a net_memif port (none of it when the port is another). */
+struct dpdk_memif_plan {
+    bool memif, client;
+    bool zc;        /* memif's zero-copy mode (a client only) */
+    bool add_zc;    /* ... which gx adds to the vdev string */
+    uint32_t mtu;   /* GX_DPDK_MTU, else on memif the largest frame a buffer holds */
+};
+/** The plan for the process's GX_DPDK_VDEV entry and GX_DPDK_MTU (0: unset). */
+int dpdk_memif_plan(const char *vdev, long long user_mtu, struct dpdk_memif_plan *out);
+/** Appends to `args` (the EAL command line, ending with the vdev string) the
+ *  vdev options (bsize, rsize, zero-copy) and EAL options the plan needs and
+ *  `vdev` / `user` do not name; returns the new length. */
+size_t dpdk_memif_args(const struct dpdk_memif_plan *pl, const char *vdev, const char *user,
+                       char *args, size_t n, size_t cap);
+/** GX_OK when memif's zero copy can use `pool` (DPDK 22.11 names region 1);
+ *  remembers the memory file memif will share. */
+int dpdk_memif_zc_check(struct rte_mempool *pool);
+/** The memory file is still the one dpdk_memif_zc_check saw: DPDK 22.11's
+ *  memif closes it when a zero-copy client's connection ends, and a later
+ *  connection would share whatever took its number. */
+bool dpdk_memif_zc_file_intact(void);
+/** memif buffer size for an IP MTU: the frame, rounded up to 1 KiB. */
+uint32_t dpdk_memif_bsize(uint32_t mtu);
+
 /* ---- dpdk_zc.c ---------------------------------------------------------- */
 #define DPDK_ZC_MIN 1024u /* payload bytes from which a send frame is zero copy */
-/** Zero-copy sends on `port_id` if its driver allows (GX_DPDK_ZCOPY); returns
- *  the tx offloads the port must be configured with (0: sends copy). */
-uint64_t dpdk_zc_setup(uint16_t port_id, unsigned nmbufs);
+/** Zero-copy sends on `port_id` if its driver allows (GX_DPDK_ZCOPY; not on
+ *  a memif client in memif's zero-copy mode, `memif_zc`, whose frames must
+ *  live in its packet buffers); returns the tx offloads the port must be
+ *  configured with (0: sends copy). */
+uint64_t dpdk_zc_setup(uint16_t port_id, unsigned nmbufs, bool memif_zc);
 bool dpdk_zc_on(void);
 /** A data frame whose payload points at `payload` (not copied); `*hdrs` gets
  *  where its GX_DPDK_HDRS_LEN header bytes go. NULL when out of buffers. */
@@ -214,11 +246,15 @@ bool dpdk_zc_idle(struct dpdk_ep *ep);
 void dpdk_zc_ep_free(struct dpdk_ep *ep);
 
 /* ---- dpdk_link.c -------------------------------------------------------- */
-enum dpdk_link_op { DPDK_LINK_START, DPDK_LINK_RESTART, DPDK_LINK_CLOSE };
+enum dpdk_link_op { DPDK_LINK_START, DPDK_LINK_STOP, DPDK_LINK_RESTART, DPDK_LINK_CLOSE };
 struct dpdk_link_state {
     bool started, closed;
     bool restart_when_down; /* a memif client: (re)start until the link is up */
     bool was_up, peer_left; /* the link carried frames; it went down after that */
+    bool zc_client;         /* memif zero copy: start only once peer_up, never without
+                             * the memory file (dpdk_memif_zc_file_intact) */
+    bool peer_up;           /* dpdk_port_peer_up() */
+    bool zc_broken;         /* ... which DPDK closed: the port stays down */
     uint64_t last_kick, last_start; /* timer cycles */
     uint64_t restarts;
 };

@@ -82,6 +82,7 @@ static int apply_info(struct dpdk_ep *ep, const struct gx_dpdk_conn_info *pi)
     ep->heard_ns = ep->progress_ns = gx_now_ns();
     ep->next_fd_check_ns = ep->heard_ns + dpdk_tuning.fd_check_ns;
     ep->state = EP_ESTABLISHED;
+    dpdk_port_peer_up();
     return GX_OK;
 }
 
@@ -247,13 +248,14 @@ static int establish_step(struct dpdk_ep *ep)
         if (rc != GX_OK)
             return rc;
         ep->cm_stage = CM_CHALLENGE;
+        gx_auth_client_start(&ep->auth, ep->fd, &ep->dom->key, GX_AUTH_DPDK_CM,
+                             ep->dom->base.rank, ep->conn_id);
         return GX_INPROGRESS;
     case CM_CHALLENGE: {
-        struct pollfd pfd = { .fd = ep->fd, .events = POLLIN };
-        if (poll(&pfd, 1, 0) <= 0)
+        /* Never waits: the acceptor may be a rank connecting to us now. */
+        rc = gx_auth_client_progress(&ep->auth);
+        if (rc == GX_INPROGRESS)
             return GX_INPROGRESS;
-        rc = gx_auth_connect(ep->fd, &ep->dom->key, GX_AUTH_DPDK_CM, ep->dom->base.rank,
-                             ep->conn_id, ep->deadline);
         if (rc == GX_EAUTH)
             return gx_fail(GX_EAUTH, GX_SUB_FABRIC, "dpdk: %s refused our job key, or is another "
                            "job (check GX_JOB_KEY on both sides)", ep->base.name);

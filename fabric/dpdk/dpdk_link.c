@@ -42,6 +42,9 @@ static int run_op(uint16_t port, enum dpdk_link_op op)
     case DPDK_LINK_START:
         rc = rte_eth_dev_start(port);
         break;
+    case DPDK_LINK_STOP:
+        rc = rte_eth_dev_stop(port);
+        break;
     case DPDK_LINK_RESTART:
         rte_eth_dev_stop(port);
         rc = rte_eth_dev_start(port);
@@ -92,6 +95,20 @@ int dpdk_link_ctl(uint16_t port, enum dpdk_link_op op, unsigned timeout_ms, int 
     return GX_OK;
 }
 
+/* A memif zero-copy client may connect only with the memory file it had
+ * (dpdk_memif.c); without it the port stays down and the endpoints fail
+ * through their side channel, naming the peer. */
+static bool zc_file_intact(struct dpdk_link_state *l)
+{
+    if (!l->zc_client || dpdk_memif_zc_file_intact())
+        return true;
+    l->zc_broken = true;
+    GX_WARN(GX_SUB_FABRIC, "dpdk: the memif zero-copy client cannot connect again: DPDK 22.11 "
+            "closed this process's memory file when its connection ended; the port stays down "
+            "(zero-copy=no in GX_DPDK_VDEV reconnects in copy mode)");
+    return false;
+}
+
 /* A memif client that started before its server never retries by itself:
  * it is restarted now and then, but only until its link has been up once: a
  * memif peer whose link went down after that has left (exited or closed its
@@ -106,7 +123,11 @@ void dpdk_link_kick(uint16_t port, struct dpdk_link_state *l, uint64_t *link_dow
     if (l->closed || l->peer_left)
         return;
     int rc = -1;
+    if (l->zc_client && (!__atomic_load_n(&l->peer_up, __ATOMIC_ACQUIRE) || l->zc_broken))
+        return;
     if (!l->started) {
+        if (!zc_file_intact(l))
+            return;
         l->restarts++;
         dpdk_link_ctl(port, DPDK_LINK_START, 1000, &rc);
         l->started = rc == 0;
@@ -129,7 +150,13 @@ void dpdk_link_kick(uint16_t port, struct dpdk_link_state *l, uint64_t *link_dow
      * seconds is restarted. */
     if (l->restart_when_down && now - l->last_start > 3 * rte_get_timer_hz()) {
         l->restarts++;
-        dpdk_link_ctl(port, DPDK_LINK_RESTART, 1000, &rc);
+        if (l->zc_client) { /* the stop may close the memory file: look before starting */
+            dpdk_link_ctl(port, DPDK_LINK_STOP, 1000, NULL);
+            l->started = false;
+            if (!zc_file_intact(l))
+                return;
+        }
+        dpdk_link_ctl(port, l->zc_client ? DPDK_LINK_START : DPDK_LINK_RESTART, 1000, &rc);
         l->started = rc == 0;
         l->last_start = now;
     }

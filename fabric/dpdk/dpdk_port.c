@@ -41,8 +41,9 @@ GX_PARAM_DEFINE(gx_param_dpdk_vdev, "GX_DPDK_VDEV", GX_PARAM_STRING, "", NULL,
                 "net_af_packet0,iface=eth1) or a PCI address (0000:3b:00.0). A ';'-separated "
                 "list is indexed by the rank (tests on one machine).");
 GX_PARAM_DEFINE(gx_param_dpdk_mtu, "GX_DPDK_MTU", GX_PARAM_INT, "0", NULL,
-                "IP MTU the dpdk provider sets on its port (0 = keep the port's; 9000 for jumbo "
-                "frames where the port allows; memif, which has none, carries up to 64000).");
+                "IP MTU the dpdk provider sets on its port (0 = keep the port's, except on "
+                "memif, which has none: the largest frame a ring buffer holds, 64000 or bsize "
+                "less 14; 9000 for jumbo frames where the port allows).");
 GX_PARAM_DEFINE(gx_param_dpdk_ip, "GX_DPDK_IP", GX_PARAM_STRING, "", NULL,
                 "IPv4 source address of dpdk frames (default: the side-channel interface's).");
 GX_PARAM_DEFINE(gx_param_dpdk_mbufs, "GX_DPDK_MBUFS", GX_PARAM_INT, "8191", NULL,
@@ -78,6 +79,7 @@ static struct {
     uint64_t rng;
     struct rte_mbuf *held;
     struct dpdk_link_state ln;
+    struct dpdk_memif_plan memif;
     uint8_t scratch[GX_DPDK_MTU_MAX + GX_DPDK_ETH_LEN];
     uint8_t replay_scratch[GX_DPDK_MTU_MAX + GX_DPDK_ETH_LEN];
     int park_budget;
@@ -120,12 +122,6 @@ static void pick_entry(const char *list, int rank, char *out, size_t len)
     snprintf(out, len, "%.*s", (int)(l < len ? l : len - 1), s);
 }
 
-/* memif buffer size for an IP MTU: the frame, rounded up to 1 KiB. */
-static uint32_t memif_bsize(uint32_t mtu)
-{
-    return (mtu + GX_DPDK_ETH_LEN + 1023) / 1024 * 1024;
-}
-
 static int eal_init(int rank)
 {
     char vdev[512], args[2048];
@@ -144,28 +140,17 @@ static int eal_init(int rank)
         n += (size_t)snprintf(args + n, sizeof(args) - n, " --log-level=warning");
     if (vdev[0] && strncmp(vdev, "net_", 4) == 0)
         n += (size_t)snprintf(args + n, sizeof(args) - n, " --vdev %s", vdev);
-    /* memif with jumbo frames: one frame per buffer, unless the vdev string
-     * says otherwise (2 KiB buffers chained five deep halved the bandwidth
-     * here). The ring holds about twice what GX_DPDK_INFLIGHT_MAX lets a
-     * connection keep in flight, at least 64 slots: 64 of 63 KiB, 512 of
-     * 9 KiB by default. A 37 MB ring cycled through more memory than the
-     * caches hold, so both copies missed (notes/memifrx.md: -16% receiver,
-     * -29% sender CPU per GiB); a ring no bigger than the window (32 slots)
-     * left the sender spinning on a full ring. */
     long long mtu = 0;
-    size_t ring = 2u << 20;
-    (void)gx_param_size(&gx_param_dpdk_inflight_max, &ring);
-    if (strncmp(vdev, "net_memif", 9) == 0 && gx_param_int(&gx_param_dpdk_mtu, &mtu) == GX_OK &&
-        mtu > 2048 && mtu <= GX_DPDK_MTU_MAX) {
-        uint32_t bsize = memif_bsize((uint32_t)mtu);
-        int rsize = 6;
-        while ((size_t)(1u << rsize) * bsize < 2 * ring - ring / 4 && rsize < 14)
-            rsize++;
-        if (!strstr(vdev, "bsize="))
-            n += (size_t)snprintf(args + n, sizeof(args) - n, ",bsize=%u", bsize);
-        if (!strstr(vdev, "rsize="))
-            n += (size_t)snprintf(args + n, sizeof(args) - n, ",rsize=%d", rsize);
-    } else if (vdev[0] && strncmp(vdev, "net_", 4) != 0)
+    if (gx_param_int(&gx_param_dpdk_mtu, &mtu) != GX_OK || mtu < 0 ||
+        (mtu > 0 && mtu < 576) || mtu > GX_DPDK_MTU_MAX)
+        return gx_fail(GX_EINVAL, GX_SUB_FABRIC, "GX_DPDK_MTU must be 0 or 576..%u",
+                       GX_DPDK_MTU_MAX);
+    int rc = dpdk_memif_plan(vdev, mtu, &P.memif);
+    if (rc != GX_OK)
+        return rc;
+    if (P.memif.memif)
+        n = dpdk_memif_args(&P.memif, vdev, user, args, n, sizeof(args));
+    else if (vdev[0] && strncmp(vdev, "net_", 4) != 0)
         n += (size_t)snprintf(args + n, sizeof(args) - n, " -a %s", vdev);
     P.ln.restart_when_down = strstr(vdev, "memif") && strstr(vdev, "role=client");
     if (n >= sizeof(args))
@@ -180,7 +165,7 @@ static int eal_init(int rank)
     argv[argc] = NULL;
     for (int i = 1; i < argc; i++)
         GX_TRACE(GX_SUB_FABRIC, "dpdk: EAL argument %s", argv[i]);
-    int rc = rte_eal_init(argc, argv);
+    rc = rte_eal_init(argc, argv);
     pthread_setaffinity_np(pthread_self(), sizeof(saved), &saved);
     if (rc >= 0)
         rmdir(rte_eal_get_runtime_dir()); /* empty with --no-shconf --no-telemetry */
@@ -202,19 +187,15 @@ static int port_setup(void)
         return gx_fail(GX_EUNSUPPORTED, GX_SUB_FABRIC, "dpdk: no port: set GX_DPDK_VDEV to a "
                        "vdev (net_memif0,role=server) or a PCI address bound to a DPDK driver");
     P.port_id = pid;
-    long long mtu = 0, nmbufs = 8191;
-    if (gx_param_int(&gx_param_dpdk_mtu, &mtu) != GX_OK || mtu < 0 ||
-        (mtu > 0 && mtu < 576) || mtu > GX_DPDK_MTU_MAX)
-        return gx_fail(GX_EINVAL, GX_SUB_FABRIC, "GX_DPDK_MTU must be 0 or 576..%u",
-                       GX_DPDK_MTU_MAX);
+    long long mtu = P.memif.mtu, nmbufs = 8191;
     if (gx_param_int(&gx_param_dpdk_mbufs, &nmbufs) != GX_OK || nmbufs < 1023)
         return gx_fail(GX_EINVAL, GX_SUB_FABRIC, "GX_DPDK_MBUFS must be at least 1023");
     uint16_t cur = 1500;
     rte_eth_dev_get_mtu(pid, &cur);
     P.mtu = mtu ? (uint16_t)mtu : cur;
     uint32_t room = RTE_PKTMBUF_HEADROOM + P.mtu + GX_DPDK_ETH_LEN + 64;
-    if (room < RTE_PKTMBUF_HEADROOM + memif_bsize(P.mtu)) /* memif's one-copy receive path */
-        room = RTE_PKTMBUF_HEADROOM + memif_bsize(P.mtu);
+    if (room < RTE_PKTMBUF_HEADROOM + dpdk_memif_bsize(P.mtu)) /* a memif buffer per frame */
+        room = RTE_PKTMBUF_HEADROOM + dpdk_memif_bsize(P.mtu);
     if (room < RTE_MBUF_DEFAULT_BUF_SIZE)
         room = RTE_MBUF_DEFAULT_BUF_SIZE;
     /* The default count fits big buffers (memif frames up to 64000 bytes)
@@ -231,9 +212,11 @@ static int port_setup(void)
         return gx_fail(GX_ENOMEM, GX_SUB_FABRIC, "dpdk: mempool of %lld buffers of %u bytes: %s "
                        "(raise -m in GX_DPDK_EAL_ARGS or lower GX_DPDK_MBUFS)", nmbufs, room,
                        rte_strerror(rte_errno));
+    if (P.memif.zc && dpdk_memif_zc_check(P.pool) != GX_OK)
+        return GX_EUNSUPPORTED;
     struct rte_eth_conf conf;
     memset(&conf, 0, sizeof(conf));
-    conf.txmode.offloads = dpdk_zc_setup(pid, (unsigned)nmbufs);
+    conf.txmode.offloads = dpdk_zc_setup(pid, (unsigned)nmbufs, P.memif.zc);
     int rc = rte_eth_dev_configure(pid, 1, 1, &conf);
     if (rc < 0)
         return gx_fail(GX_ESYSTEM, GX_SUB_FABRIC, "dpdk: configuring port %u: %s", pid,
@@ -261,7 +244,12 @@ static int port_setup(void)
     if (rc < 0)
         return gx_fail(GX_ESYSTEM, GX_SUB_FABRIC, "dpdk: setting up the queues of port %u: %s",
                        pid, rte_strerror(-rc));
-    rc = rte_eth_dev_start(pid);
+    /* A memif client in zero-copy mode starts once a peer is known to have
+     * started its port (dpdk_port_peer_up): a handshake the server refuses
+     * ("ID not found" before its start) costs a zero-copy client its memory
+     * file (dpdk_memif.c). */
+    P.ln.zc_client = P.memif.zc;
+    rc = P.memif.zc ? -EAGAIN : rte_eth_dev_start(pid);
     if (rc < 0 && !P.ln.restart_when_down)
         return gx_fail(GX_ESYSTEM, GX_SUB_FABRIC, "dpdk: starting port %u: %s", pid,
                        rte_strerror(-rc));
@@ -367,6 +355,11 @@ void dpdk_port_detach(struct dpdk_domain *dom)
     rte_ring_free(dom->ring);
     dom->ring = NULL;
     rte_spinlock_recursive_unlock(&P.lock);
+}
+
+void dpdk_port_peer_up(void)
+{
+    __atomic_store_n(&P.ln.peer_up, true, __ATOMIC_RELEASE);
 }
 
 void dpdk_port_local(uint8_t mac[6], uint32_t *ip, uint16_t *udp_port, uint16_t *mtu)
@@ -513,6 +506,11 @@ void dpdk_port_poll(struct dpdk_domain *dom)
     n = rte_eth_rx_burst(P.port_id, 0, m, DPDK_BURST);
     P.st.rx_frames += n;
     P.ln.was_up |= n > 0;
+    /* A memif client whose first handshake the server refused ("ID not
+     * found": its port was not started yet) waits with its link down; one
+     * that only receives never transmits, which was the only other kick. */
+    if (n == 0 && P.ln.restart_when_down && !P.ln.was_up)
+        link_kick();
     for (unsigned i = 0; i < n; i++)
         inject_and_deliver(dom, m[i]);
     if (n == 0 && P.held) {

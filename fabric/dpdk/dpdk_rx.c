@@ -91,15 +91,20 @@ int dpdk_post_recv(struct gx_fab_ep *base, void *buf, size_t len, struct gx_fab_
 static void replay_parked(struct dpdk_ep *ep);
 
 /* A message completed: ACK it at once, and on the side channel as well when
- * it is large (the syscall is noise) or none went lately. The receiver may
- * stop polling after this completion; the sender must still learn. */
+ * it is large (the syscall is noise), none went lately, or no ACK frame
+ * went at all (the port's ring was full: memif's zero-copy client refills
+ * its ring 32 slots at a time, so a burst of ACKs fills 64 slots). The
+ * receiver may stop polling after this completion; the sender must still
+ * learn. */
 static void ack_completion(struct dpdk_ep *ep, uint64_t msg_len)
 {
     dpdk_rx_send_ack(ep);
+    bool sent = !ep->ack_due;
     ep->ack_due = true;
     dpdk_rx_send_ack(ep); /* twice: one lost frame is then not a stall */
+    sent |= !ep->ack_due;
     uint64_t now = gx_now_ns();
-    if (msg_len < SIDE_ACK_MIN && now - ep->side_ack_ns < SIDE_ACK_GAP_NS)
+    if (sent && msg_len < SIDE_ACK_MIN && now - ep->side_ack_ns < SIDE_ACK_GAP_NS)
         return;
     ep->side_ack_ns = now;
     struct gx_dpdk_side_ack a = { .magic = GX_DPDK_SIDE_ACK_MAGIC, .ack = ep->rcv_nxt };

@@ -18,6 +18,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/stats.h"
 #include "fabric/dpdk/dpdk.h"
 
 #define DUPTHRESH 3
@@ -479,6 +480,7 @@ void dpdk_tx_progress(struct dpdk_ep *ep)
             }
             goto out;
         }
+        gx_pstat_add(GX_PSTAT_RETRANSMITS, 1); /* gx_comm_stats */
     }
     /* 2. New segments, inside the window. */
     if (ep->snd_una == ep->snd_nxt && budget) {

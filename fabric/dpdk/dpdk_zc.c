@@ -6,7 +6,7 @@
  *
  * Used only where the PMD is known to copy a frame in software inside
  * rte_eth_tx_burst and to free its packet buffers before it returns
- * (net_memif in copy mode): the caller's buffer is then never read after
+ * (net_memif, except a client in memif's zero-copy mode): the caller's buffer is then never read after
  * the transmit call, so a completed op never has a frame pointing into it.
  * A NIC would read the bytes by DMA later, from memory it must have mapped
  * (rte_extmem_register + rte_dev_dma_map of the registrations): not done,
@@ -45,11 +45,21 @@ static void ext_free(void *addr, void *opaque)
     (void)opaque; /* the caller's buffer: nothing to free */
 }
 
-uint64_t dpdk_zc_setup(uint16_t port_id, unsigned nmbufs)
+uint64_t dpdk_zc_setup(uint16_t port_id, unsigned nmbufs, bool memif_zc)
 {
     long long want = 1;
     if (gx_param_int(&gx_param_dpdk_zcopy, &want) != GX_OK)
         want = 1;
+    if (want && memif_zc) {
+        /* memif's zero-copy client hands the server its packet buffers by
+         * offset into its shared memory: a frame attached to a caller's
+         * buffer is outside it (the server crashed reading one). The one
+         * copy into a packet buffer is the only copy of that direction on
+         * this side. */
+        GX_INFO(GX_SUB_FABRIC, "dpdk: memif zero-copy client: sends are copied into packet "
+                "buffers");
+        return 0;
+    }
     struct rte_eth_dev_info info;
     memset(&info, 0, sizeof(info));
     if (!want || rte_eth_dev_info_get(port_id, &info) != 0 || !info.driver_name ||

@@ -29,7 +29,7 @@
 
 #define SHM_SEG_MAGIC 0x53485847u  /* "GXHS" */
 #define SHM_ADDR_MAGIC 0x41485847u /* "GXHA" */
-#define SHM_VERSION 1
+#define SHM_VERSION 2
 #define SHM_NSLOTS 256u
 #define SHM_SLOT_SIZE 4096u
 #define SHM_CACHELINE 64
@@ -66,6 +66,10 @@ struct shm_seg {
     uint32_t nslots;
     uint32_t slot_size;
     _Alignas(SHM_CACHELINE) struct shm_ring_ctl ctl[2]; /* [0] connector->acceptor */
+    /* Doorbell: sleeping[i] is set by the side that consumes ring i while it
+     * sleeps in poll(); the other side, after it moved a head or a tail,
+     * clears it and writes one byte to the unix socket to wake it. */
+    _Alignas(SHM_CACHELINE) uint32_t sleeping[2];
     /* then slots of ring 0, slots of ring 1 */
 };
 
@@ -107,8 +111,10 @@ struct shm_domain {
     uint8_t boot_id[16];
 };
 
+#define SHM_CQ_LISTENERS 4
 struct shm_cq {
     struct gx_fab_swcq sw;
+    struct shm_listener *lst[SHM_CQ_LISTENERS]; /* listeners bound to it (their fds wake a sleep) */
 };
 
 struct shm_txop {
@@ -142,6 +148,8 @@ struct shm_ep {
     enum shm_ep_state state;
     int error;
     int sock;               /* unix socket: set-up, then liveness */
+    struct gx_auth_client auth; /* connector: the handshake so far */
+    bool auth_started;
     pid_t peer_pid;
     struct shm_seg *seg;
     int out_ring, in_ring;  /* indices into seg->ctl */
@@ -178,6 +186,8 @@ struct shm_listener {
 };
 
 /* shm_data.c */
+int shm_cq_wait_fds(struct gx_fab_cq *cq, struct pollfd *fds, int max);
+void shm_cq_wait_done(struct gx_fab_cq *cq);
 int shm_ep_alloc(struct shm_domain *dom, struct shm_cq *cq, struct shm_ep **out);
 void shm_ep_free(struct shm_ep *ep);
 void shm_ep_progress(struct gx_fab_ep *ep);

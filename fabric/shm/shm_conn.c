@@ -56,6 +56,13 @@ int shm_listen(struct gx_fab_domain *base, struct gx_fab_cq *cq, struct gx_fab_l
     l->base.dom = base;
     l->base.cq = cq;
     l->dom = dom;
+    struct shm_cq *scq = (struct shm_cq *)cq;
+    for (int i = 0; i < SHM_CQ_LISTENERS; i++) {
+        if (!scq->lst[i]) {
+            scq->lst[i] = l;
+            break;
+        }
+    }
     memset(addr_out, 0, sizeof(*addr_out));
     addr_out->len = sizeof(a);
     memcpy(addr_out->bytes, &a, sizeof(a));
@@ -66,6 +73,10 @@ int shm_listen(struct gx_fab_domain *base, struct gx_fab_cq *cq, struct gx_fab_l
 void shm_listener_close(struct gx_fab_listener *base)
 {
     struct shm_listener *l = (struct shm_listener *)base;
+    struct shm_cq *scq = (struct shm_cq *)l->base.cq;
+    for (int i = 0; i < SHM_CQ_LISTENERS; i++)
+        if (scq->lst[i] == l)
+            scq->lst[i] = NULL;
     close(l->fd);
     for (int i = 0; i < l->nhalf; i++)
         close(l->half[i].fd);
@@ -350,10 +361,14 @@ int shm_ep_establish(struct gx_fab_ep *base)
     if (ep->state == SHM_CONNECTING) {
         rc = try_connect(ep);
     } else {
-        struct pollfd pfd = { .fd = ep->sock, .events = POLLIN };
-        if (poll(&pfd, 1, 0) > 0) {
-            rc = gx_auth_connect(ep->sock, &ep->dom->key, GX_AUTH_SHM_DATA, ep->dom->base.rank, 0,
-                                 ep->deadline);
+        if (!ep->auth_started) {
+            gx_auth_client_start(&ep->auth, ep->sock, &ep->dom->key, GX_AUTH_SHM_DATA,
+                                 ep->dom->base.rank, 0);
+            ep->auth_started = true;
+        }
+        /* Never waits: the acceptor may be a rank connecting to us now. */
+        rc = gx_auth_client_progress(&ep->auth);
+        if (rc != GX_INPROGRESS) {
             bool gone = rc != GX_OK && gx_process_gone(ep->peer_pid);
             if (gone) /* a dead peer drops the handshake too: not a key problem */
                 rc = gx_fail(GX_EPEER, GX_SUB_FABRIC, "shm: %s exited during the handshake",

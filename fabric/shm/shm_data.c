@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,10 +112,38 @@ static void ep_fail(struct shm_ep *ep, int status, int prov_err, const char *fmt
         shutdown(ep->sock, SHUT_RDWR); /* the peer's liveness check sees it */
 }
 
+/* ---- the doorbell (struct shm_seg.sleeping) ------------------------------- */
+
+/* A full fence between our store to one word and our load of another (the
+ * waker's ring move and the sleeper's flag, each way). GCC refuses
+ * atomic_thread_fence under ThreadSanitizer (-Werror=tsan): there a
+ * sequentially consistent read-modify-write, a full barrier on x86 and
+ * arm64 alike, stands in for it. */
+#if defined(__SANITIZE_THREAD__)
+static uint32_t shm_fence_word;
+#define SHM_FULL_FENCE() ((void)__atomic_fetch_add(&shm_fence_word, 0, __ATOMIC_SEQ_CST))
+#else
+#define SHM_FULL_FENCE() __atomic_thread_fence(__ATOMIC_SEQ_CST)
+#endif
+
+/* We moved a head or a tail the peer may sleep on: wake it. The full fence
+ * orders our move before the look at its flag, as the sleeper orders its
+ * flag before its last look at the rings. */
+static void wake_peer(struct shm_ep *ep)
+{
+    SHM_FULL_FENCE();
+    uint32_t *flag = &ep->seg->sleeping[ep->out_ring]; /* the peer consumes our out ring */
+    if (__atomic_load_n(flag, __ATOMIC_RELAXED) && __atomic_exchange_n(flag, 0, __ATOMIC_ACQ_REL)) {
+        char c = 1;
+        (void)send(ep->sock, &c, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+}
+
 /* ---- outbound ----------------------------------------------------------- */
 static void push_pending(struct shm_ep *ep)
 {
     struct shm_ring_ctl *ctl = &ep->seg->ctl[ep->out_ring];
+    uint64_t pushed = ep->tx_pushed;
     while (ep->tx_pushed < ep->tx_post) {
         /* Room is counted from what we retired, not from the peer's tail, so
          * a slot is reused only after we read the status the peer left. */
@@ -147,6 +176,8 @@ static void push_pending(struct shm_ep *ep)
         ep->tx_pushed++;
         store_release(&ctl->head, ep->out_head);
     }
+    if (ep->tx_pushed != pushed)
+        wake_peer(ep);
 }
 
 static void retire_outbound(struct shm_ep *ep)
@@ -290,7 +321,10 @@ void shm_ep_progress(struct gx_fab_ep *base)
     struct shm_ep *ep = (struct shm_ep *)base;
     if (ep->state != SHM_ESTABLISHED)
         return;
+    uint64_t in_tail = ep->in_tail;
     consume_inbound(ep);
+    if (ep->in_tail != in_tail)
+        wake_peer(ep); /* its sends completed: it may sleep on them */
     if (ep->state != SHM_ESTABLISHED)
         return;
     retire_outbound(ep);
@@ -442,4 +476,62 @@ void shm_ep_close(struct gx_fab_ep *base)
         flush_all(ep, GX_EABORTED, 0);
     }
     shm_ep_free(ep);
+}
+
+/* ---- sleeping ------------------------------------------------------------- */
+
+int shm_cq_wait_fds(struct gx_fab_cq *base, struct pollfd *fds, int max)
+{
+    struct shm_cq *cq = (struct shm_cq *)base;
+    struct gx_fab_swcq *sw = &cq->sw;
+    if (sw->head != sw->tail)
+        return GX_INPROGRESS;
+    /* Raise our flags, then look once more: a peer that moved a ring before
+     * it could see a flag is caught by this look, one after by its wake. */
+    for (int i = 0; i < sw->neps; i++) {
+        struct shm_ep *ep = (struct shm_ep *)sw->eps[i];
+        if (ep->state == SHM_ESTABLISHED)
+            __atomic_store_n(&ep->seg->sleeping[ep->in_ring], 1, __ATOMIC_SEQ_CST);
+    }
+    SHM_FULL_FENCE();
+    for (int i = 0; i < sw->neps; i++)
+        sw->progress(sw->eps[i]);
+    if (sw->head != sw->tail) {
+        shm_cq_wait_done(base);
+        return GX_INPROGRESS;
+    }
+    int n = 0;
+    for (int i = 0; i < sw->neps && n < max; i++) {
+        struct shm_ep *ep = (struct shm_ep *)sw->eps[i];
+        if (ep->sock >= 0)
+            fds[n++] = (struct pollfd){ .fd = ep->sock, .events = POLLIN };
+    }
+    for (int k = 0; k < SHM_CQ_LISTENERS; k++) {
+        struct shm_listener *l = cq->lst[k];
+        if (!l)
+            continue;
+        if (n < max)
+            fds[n++] = (struct pollfd){ .fd = l->fd, .events = POLLIN };
+        for (int i = 0; i < l->nhalf && n < max; i++)
+            fds[n++] = (struct pollfd){ .fd = l->half[i].fd, .events = POLLIN };
+    }
+    return n;
+}
+
+void shm_cq_wait_done(struct gx_fab_cq *base)
+{
+    struct gx_fab_swcq *sw = &((struct shm_cq *)base)->sw;
+    for (int i = 0; i < sw->neps; i++) {
+        struct shm_ep *ep = (struct shm_ep *)sw->eps[i];
+        if (ep->state != SHM_ESTABLISHED)
+            continue;
+        __atomic_store_n(&ep->seg->sleeping[ep->in_ring], 0, __ATOMIC_RELAXED);
+        /* Drain wake-up bytes; an end of stream is the liveness check's. */
+        char buf[64];
+        ssize_t got = recv(ep->sock, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
+        if (got > 0)
+            (void)recv(ep->sock, buf, (size_t)got, MSG_DONTWAIT);
+        else if (got == 0)
+            ep->live_next_ns = 0; /* look at it on the next progress */
+    }
 }

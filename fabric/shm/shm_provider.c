@@ -133,5 +133,7 @@ const struct gx_fab_provider gx_fab_shm_provider = {
         .post_write_imm = shm_post_write_imm,
         .post_write = shm_post_write,
         .post_read = shm_post_read,
+        .cq_wait_fds = shm_cq_wait_fds,
+        .cq_wait_done = shm_cq_wait_done,
     },
 };

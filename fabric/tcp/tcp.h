@@ -29,8 +29,10 @@ struct tcp_domain {
     char ifname[64];
 };
 
+#define TCP_CQ_LISTENERS 4
 struct tcp_cq {
     struct gx_fab_swcq sw;
+    struct tcp_listener *lst[TCP_CQ_LISTENERS]; /* listeners bound to it (their fds wake a sleep) */
 };
 
 struct tcp_txop {
@@ -63,6 +65,7 @@ enum tcp_conn_stage { STAGE_TCP, STAGE_CHALLENGE, STAGE_READY };
 struct tcp_stream {
     int fd;
     enum tcp_conn_stage stage;
+    struct gx_auth_client auth;  /* connector, STAGE_CHALLENGE: the handshake so far */
     /* transmit: a ring of frames, the head one partly sent */
     struct tcp_frame *txq;
     uint64_t txq_head, txq_tail;
@@ -135,6 +138,7 @@ struct tcp_listener {
 };
 
 /* tcp_data.c */
+int tcp_cq_wait_fds(struct gx_fab_cq *cq, struct pollfd *fds, int max);
 int tcp_ep_alloc(struct tcp_domain *dom, struct tcp_cq *cq, int nstreams, struct tcp_ep **out);
 void tcp_ep_free(struct tcp_ep *ep);
 void tcp_ep_progress(struct gx_fab_ep *ep);

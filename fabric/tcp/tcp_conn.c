@@ -36,6 +36,13 @@ int tcp_listen(struct gx_fab_domain *base, struct gx_fab_cq *cq, struct gx_fab_l
     l->base.dom = base;
     l->base.cq = cq;
     l->dom = dom;
+    struct tcp_cq *tcq = (struct tcp_cq *)cq;
+    for (int i = 0; i < TCP_CQ_LISTENERS; i++) {
+        if (!tcq->lst[i]) {
+            tcq->lst[i] = l;
+            break;
+        }
+    }
     *out = &l->base;
     return GX_OK;
 }
@@ -43,6 +50,10 @@ int tcp_listen(struct gx_fab_domain *base, struct gx_fab_cq *cq, struct gx_fab_l
 void tcp_listener_close(struct gx_fab_listener *base)
 {
     struct tcp_listener *l = (struct tcp_listener *)base;
+    struct tcp_cq *tcq = (struct tcp_cq *)l->base.cq;
+    for (int i = 0; i < TCP_CQ_LISTENERS; i++)
+        if (tcq->lst[i] == l)
+            tcq->lst[i] = NULL;
     close(l->fd);
     for (int i = 0; i < l->half.n; i++)
         close(gx_fab_sock_pending_at(&l->half, i)->fd);
@@ -242,17 +253,17 @@ static int stream_establish(struct tcp_ep *ep, int idx)
         if (rc != GX_OK)
             return rc; /* GX_INPROGRESS: still connecting, or refused and retried */
         s->stage = STAGE_CHALLENGE;
+        gx_auth_client_start(&s->auth, s->fd, &ep->dom->key, GX_AUTH_TCP_DATA,
+                             ep->dom->base.rank,
+                             gx_tcp_conn_id(ep->token, (unsigned)ep->nstreams, (unsigned)idx));
         return GX_INPROGRESS;
     }
-    struct pollfd pfd = { .fd = s->fd, .events = POLLIN };
-    if (poll(&pfd, 1, 0) <= 0)
-        return GX_INPROGRESS;
-    /* The challenge is there: the rest of the handshake is two short messages
-     * the acceptor answers from its own accept loop. */
-    int rc = gx_auth_connect(s->fd, &ep->dom->key, GX_AUTH_TCP_DATA, ep->dom->base.rank,
-                             gx_tcp_conn_id(ep->token, (unsigned)ep->nstreams, (unsigned)idx),
-                             ep->deadline);
+    /* Never waits: the acceptor answers from its own accept loop, which may
+     * be the one of a rank connecting to us at this moment. */
+    int rc = gx_auth_client_progress(&s->auth);
     switch (rc) {
+    case GX_INPROGRESS:
+        return GX_INPROGRESS;
     case GX_OK:
         s->stage = STAGE_READY;
         return GX_OK;

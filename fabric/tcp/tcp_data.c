@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -545,4 +546,45 @@ void tcp_ep_close(struct gx_fab_ep *base)
         flush_all(ep, GX_EABORTED, 0);
     }
     tcp_ep_free(ep);
+}
+
+/* ---- sleeping ------------------------------------------------------------- */
+
+int tcp_cq_wait_fds(struct gx_fab_cq *base, struct pollfd *fds, int max)
+{
+    struct tcp_cq *cq = (struct tcp_cq *)base;
+    struct gx_fab_swcq *sw = &cq->sw;
+    if (sw->head != sw->tail)
+        return GX_INPROGRESS;
+    int n = 0;
+    for (int i = 0; i < sw->neps; i++) {
+        struct tcp_ep *ep = (struct tcp_ep *)sw->eps[i];
+        if (ep->state == EP_ERROR)
+            continue;
+        if (ep->state == EP_ESTABLISHED && ep->eof_ns)
+            return GX_INPROGRESS; /* a stream ended: its grace period is timed by polling */
+        for (int k = 0; k < ep->nstreams; k++) {
+            struct tcp_stream *s = &ep->streams[k];
+            if (s->fd < 0)
+                continue;
+            if (s->rc_len > s->rc_off)
+                return GX_INPROGRESS; /* bytes read ahead wait to be parsed */
+            short ev = POLLIN;
+            if (ep->state != EP_ESTABLISHED || s->txq_head != s->txq_tail)
+                ev |= POLLOUT;
+            if (n < max)
+                fds[n++] = (struct pollfd){ .fd = s->fd, .events = ev };
+        }
+    }
+    for (int k = 0; k < TCP_CQ_LISTENERS; k++) {
+        struct tcp_listener *l = cq->lst[k];
+        if (!l)
+            continue;
+        if (n < max)
+            fds[n++] = (struct pollfd){ .fd = l->fd, .events = POLLIN };
+        for (int i = 0; i < l->half.n && n < max; i++)
+            fds[n++] = (struct pollfd){ .fd = gx_fab_sock_pending_at(&l->half, i)->fd,
+                                        .events = POLLIN };
+    }
+    return n;
 }

@@ -154,5 +154,6 @@ const struct gx_fab_provider gx_fab_tcp_provider = {
         .post_send = tcp_post_send,
         .post_recv = tcp_post_recv,
         .post_write_imm = tcp_post_write_imm,
+        .cq_wait_fds = tcp_cq_wait_fds,
     },
 };

@@ -216,6 +216,63 @@ GX_API int gx_comm_node_index(const struct gx_comm *comm);  /**< this node's ind
 GX_API const char *gx_comm_peer_provider(const struct gx_comm *comm, int peer);
 
 /* ---------------------------------------------------------------------------
+ * Counters (docs/observability.md lists each with its unit; GX_METRICS_FILE
+ * writes them for Prometheus' node exporter, gx-info --stats reads that).
+ * ------------------------------------------------------------------------ */
+
+/** Where a peer is: this process, another process of this node, another node. */
+enum gx_peer_class { GX_PEER_SELF = 0, GX_PEER_NODE, GX_PEER_NET, GX_PEER_CLASS_COUNT };
+
+/** Completed messages one way or the other (payload bytes, not headers). */
+struct gx_traffic {
+    unsigned long long bytes_sent, bytes_received; /**< bytes */
+    unsigned long long sends, receives;            /**< messages */
+};
+
+#define GX_STATS_PROVIDERS 4
+
+/**
+ * A communicator's counters since it was created. Set `size` with
+ * GX_COMM_STATS_INIT: a caller built against an older, shorter struct gets
+ * the fields it knows.
+ */
+struct gx_comm_stats {
+    size_t size;                          /**< sizeof(struct gx_comm_stats) */
+    struct gx_traffic peer_class[GX_PEER_CLASS_COUNT]; /**< by enum gx_peer_class */
+    int providers;                        /**< entries of `provider` in use */
+    struct {
+        char name[16];                    /**< "shm", "tcp", "verbs", "dpdk", "self" */
+        struct gx_traffic traffic;
+    } provider[GX_STATS_PROVIDERS];
+    unsigned long long collectives;       /**< collectives called (incl. ones refused) */
+    unsigned long long collectives_failed;/**< of those, finished with an error */
+    unsigned long long p2p;               /**< gx_send/gx_recv family calls */
+    unsigned long long connections;       /**< peers with an open fabric endpoint, now */
+    unsigned long long checksum_failures; /**< messages that failed GX_CHECKSUM */
+    unsigned long long retransmits;       /**< segments a provider sent again (whole process) */
+    unsigned long long stalls;            /**< collectives GX_STALL_WARN reported */
+    unsigned long long wait_ns;           /**< ns callers spent blocked in gx_wait (incl. the
+                                               blocking calls' own waits; to within 63 polls) */
+    /* What the rank holds at scale (docs/scale.md). */
+    int endpoints;                        /**< fabric endpoints to peers, made on demand
+                                               (GX_CONNECT); the same as `connections` */
+    int endpoints_node;                   /**< ... of them to ranks of this node */
+    int connects;                         /**< connections this rank started */
+    int accepts;                          /**< connections from peers it kept */
+    int boot_sockets;                     /**< bootstrap sockets of this process (all
+                                               communicators) */
+    unsigned long long boot_msgs_sent;    /**< bootstrap messages this process sent */
+    unsigned long long boot_bytes_sent;   /**< ... and their payload bytes */
+};
+#define GX_COMM_STATS_INIT                                                     \
+    { sizeof(struct gx_comm_stats), { { 0, 0, 0, 0 } }, 0, { { "", { 0, 0, 0, 0 } } }, 0, 0, 0, \
+      0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+
+/** Fill `stats` (its `size` set, see above) with the communicator's
+ *  counters. GX_EINVAL for NULL or a `size` this libgx cannot serve. */
+GX_API int gx_comm_stats(const struct gx_comm *comm, struct gx_comm_stats *stats);
+
+/* ---------------------------------------------------------------------------
  * Requests (non-blocking operations).
  * ------------------------------------------------------------------------ */
 struct gx_request;
@@ -253,7 +310,16 @@ GX_API int gx_ibarrier(struct gx_comm *comm, struct gx_request **req);
  * reports the smaller count); a receive smaller than the message fails on both
  * ranks with GX_ETRUNCATE naming both ranks and sizes. A rank may send to
  * itself. Buffers must stay untouched until the operation completes.
+ *
+ * A receive with peer GX_ANY_SOURCE takes the next message with its tag from
+ * any rank (the one that arrived first, else the next to arrive; a message
+ * goes to whichever matching receive was posted first, wildcard or not);
+ * gx_request_source() then names the sender. It has the same deadline as any
+ * receive, and fails when the link to any rank fails while it waits (naming
+ * that rank: the message may have been its).
  * ------------------------------------------------------------------------ */
+/** `peer` of gx_recv / gx_irecv: a message from any rank. */
+#define GX_ANY_SOURCE (-1)
 GX_API int gx_send(struct gx_comm *comm, const void *buf, size_t count, enum gx_datatype dtype,
                    int peer, int tag);
 /** `count_out` (may be NULL) receives the number of elements that arrived. */
@@ -265,6 +331,10 @@ GX_API int gx_irecv(struct gx_comm *comm, void *buf, size_t count, enum gx_datat
                     int peer, int tag, struct gx_request **req);
 /** Elements received by a completed receive request. */
 GX_API int gx_request_count(const struct gx_request *req, size_t *count_out);
+/** The rank whose message a completed receive request took (the sender of a
+ *  GX_ANY_SOURCE receive). GX_ESTATE before completion or after a failure;
+ *  GX_EINVAL for a request that is not a receive. */
+GX_API int gx_request_source(const struct gx_request *req, int *source_out);
 
 /* ---------------------------------------------------------------------------
  * Collectives (host memory). Every rank of `comm` calls the same collective

@@ -20,6 +20,12 @@ GX_INT8, GX_UINT8, GX_INT32, GX_UINT32, GX_INT64, GX_UINT64 = range(6)
 GX_FLOAT16, GX_BFLOAT16, GX_FLOAT32, GX_FLOAT64 = range(6, 10)
 GX_SUM, GX_PROD, GX_MIN, GX_MAX, GX_AVG = range(5)
 GX_ETIMEOUT = -400
+GX_ANY_SOURCE = -1  # peer of a receive from any rank
+
+
+def is_timeout(status):
+    """GX_IS_TIMEOUT: a deadline passed (-400 .. -499)."""
+    return -500 < status <= -400
 
 SONAME = "libgx.so.0"
 
@@ -91,6 +97,7 @@ def _declare(lib):
         "gx_wait": (I, [P, I]),
         "gx_request_free": (None, [P]),
         "gx_request_count": (I, [P, ctypes.POINTER(S)]),
+        "gx_request_source": (I, [P, ctypes.POINTER(I)]),
         "gx_allreduce": (I, coll + [I]),
         "gx_broadcast": (I, coll + [I]),
         "gx_barrier": (I, [P]),

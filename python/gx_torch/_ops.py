@@ -6,6 +6,13 @@ copy-out steps to run once they did. Data that gx only moves (broadcast,
 gather, all-to-all, send/recv) travels as bytes, so every torch dtype works;
 reductions map the dtype to gx's (complex as pairs of reals for sum/avg, bool
 as uint8 for min/max) and fail with a TypeError naming what gx lacks.
+Sparse COO tensors: all_reduce with SUM, as gloo (_sparse.py); any other call
+given a non-strided tensor is a TypeError naming the layout.
+
+List-of-lists arguments keep torch's layouts (ProcessGroup's C++ API):
+allgather/gather outputs[0][r] and scatter/reduce_scatter inputs[0][r] are
+rank r's tensor; allgather_coalesced's output_lists[r][i] is rank r's
+input i.
 
 CUDA tensors (all tensors of one call on one device): all_reduce, broadcast,
 reduce, all_gather(+_into_tensor), reduce_scatter(+_tensor) and the even
@@ -23,10 +30,13 @@ import torch.distributed as dist
 
 from . import _cuda
 from . import _libgx as gx
+from . import _sparse
 
-# Tag gx_torch's own point-to-point messages use (uneven all-to-all); user
-# send/recv tags must be below it.
+# Tags gx_torch's own point-to-point messages use: INTERNAL_TAG (uneven
+# all-to-all) and the one below (monitored_barrier); user send/recv tags
+# must be below both.
 INTERNAL_TAG = 2**31 - 1
+USER_TAG_LIMIT = 2**31 - 2
 
 
 def _reduce_ops():
@@ -60,9 +70,12 @@ def _ptr(t):
 class Op:
     """One torch.distributed call in flight over gx."""
 
-    def __init__(self, what, group, rank, size):
+    def __init__(self, what, group, rank, size, timeout_s=0.0):
         self.what = what
         self._where = f"group '{group}' (rank {rank} of {size})"
+        self.timeout_s = timeout_s  # the group's, gx's op_timeout_ms
+        self.source = None    # recv: the sender's group rank, once it arrived
+        self.finishers = []   # run after the copies (sparse all_reduce's sum)
         self.reqs = []
         self.keep = []
         self.copies = []      # (dst, src) copied after completion
@@ -77,13 +90,24 @@ class Op:
         self.cpu_seen = False
         self.event = None     # recorded on self.stream after the call (backend)
 
-    def error(self, text):
+    def error(self, text, status=None):
+        """The RuntimeError for a failure; a timeout says so as torch's callers
+        match it ("Timed out") and names the deadline's source."""
+        if status is not None and gx.is_timeout(status):
+            text = (f"Timed out after {self.timeout_s:g} s, the process group's timeout "
+                    f"(timeout= of init_process_group / new_group): {text}")
         return RuntimeError(f"gx {self.what} on {self._where} failed: {text}")
 
     def after_wait(self, index, req):
         if index not in self.checks:
             return None
+        if self.source == gx.GX_ANY_SOURCE:
+            src = ctypes.c_int(-1)
+            if self._lib.gx_request_source(req, ctypes.byref(src)) != 0:
+                return self.error(f"gx_request_source: {gx.last_error_text(self._lib, -1)}")
+            self.source = src.value
         expect, desc = self.checks[index]
+        desc = desc.replace("any rank", f"rank {self.source}")
         got = ctypes.c_size_t()
         if self._lib.gx_request_count(req, ctypes.byref(got)) == 0 and got.value != expect:
             return self.error(f"{desc}: received {got.value} bytes, expected {expect}")
@@ -92,6 +116,8 @@ class Op:
     def finish(self):
         for dst, src in self.copies:
             dst.copy_(src)  # a streamed call: queued on the same stream, after it
+        for fn in self.finishers:
+            fn()
         if self.device is not None and self.copies and not self.streamed:
             _cuda.hooks.synchronize(self.device)  # the copies ran on this thread's stream
 
@@ -104,9 +130,10 @@ class Op:
 class CollectiveIssuer:
     """Issues gx operations for a group's communicator; one method per c10d call."""
 
-    def __init__(self, lib, comm, rank, size, group):
+    def __init__(self, lib, comm, rank, size, group, timeout_s=0.0):
         self._lib, self._comm = lib, comm
         self.rank, self.size, self._group = rank, size, group
+        self.timeout_s = timeout_s
         self._ops = _reduce_ops()
         self._dtypes = _reduce_dtypes()
         # Streams with stream-form calls queued since the last request form:
@@ -117,7 +144,7 @@ class CollectiveIssuer:
 
     # -- helpers ----------------------------------------------------------------
     def _op(self, what):
-        op = Op(what, self._group, self.rank, self.size)
+        op = Op(what, self._group, self.rank, self.size, self.timeout_s)
         op._lib = self._lib
         op.comm = self._comm
         return op
@@ -132,7 +159,7 @@ class CollectiveIssuer:
         fn = f"gx_{name}_stream"
         rc = getattr(self._lib, fn)(self._comm, *args, ctypes.c_void_p(op.stream.cuda_stream))
         if rc != 0:
-            raise op.error(f"{fn}: {gx.last_error_text(self._lib, rc)}")
+            raise op.error(f"{fn}: {gx.last_error_text(self._lib, rc)}", rc)
         op.streamed = True
         self._streams[op.stream.cuda_stream] = op.stream
 
@@ -158,12 +185,27 @@ class CollectiveIssuer:
                 self._lib.gx_wait(r, -1)
                 self._lib.gx_request_free(r)
             op.reqs = []
-            raise op.error(gx.last_error_text(self._lib, rc))
+            raise op.error(gx.last_error_text(self._lib, rc), rc)
         op.reqs.append(req)
+
+    def _blocking(self, op, fn, *args):
+        """A request form waited for here, in the caller's thread (gx's
+        deadline, the group's timeout, bounds it)."""
+        self._call(op, fn, *args)
+        req = op.reqs.pop()
+        rc = self._lib.gx_wait(req, -1)
+        text = gx.last_error_text(self._lib, rc) if rc != 0 else ""
+        self._lib.gx_request_free(req)
+        if rc != 0:
+            raise op.error(text, rc)
 
     def _check(self, op, t, arg):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"gx {op.what}: {arg} must be a tensor, got {type(t).__name__}")
+        if t.layout != torch.strided:
+            raise TypeError(f"gx {op.what}: {arg} has layout {t.layout}; gx takes dense "
+                            "(torch.strided) tensors, and sparse COO ones in all_reduce with "
+                            "SUM")
         dev = t.device
         if dev.type not in ("cpu", "cuda"):
             raise ValueError(f"gx {op.what}: {arg} is on {dev}; the gx backend takes CPU and "
@@ -241,7 +283,9 @@ class CollectiveIssuer:
     def allreduce(self, tensors, reduce_op, coalesced=False):
         op = self._op("all_reduce_coalesced" if coalesced else "all_reduce")
         if not coalesced:
-            self._one(op, tensors)
+            t = self._one(op, tensors)
+            if isinstance(t, torch.Tensor) and t.layout == torch.sparse_coo:
+                return _sparse.allreduce(self, op, t, reduce_op)
         for i, t in enumerate(tensors):
             c, dtype, code = self._reduce_view(op, self._output(op, t, f"tensors[{i}]"),
                                                reduce_op)
@@ -265,32 +309,47 @@ class CollectiveIssuer:
         op.result = [t]
         return op
 
-    def allgather(self, output_lists, input_tensors, what="all_gather"):
-        op = self._op(what)
+    def allgather(self, output_lists, input_tensors):
+        """output_lists[0][r] = rank r's input_tensors[0]."""
+        op = self._op("all_gather")
         t = self._input(op, self._one(op, input_tensors, "input_tensors"), "input")
         outs = self._one(op, output_lists, "output_tensor_lists")
-        if len(outs) != self.size:
-            raise ValueError(f"gx {what}: the output list has {len(outs)} tensors for "
-                             f"{self.size} ranks")
-        for i, o in enumerate(outs):
-            self._check(op, o, f"output_tensor_list[{i}]")
-        self._same_numel(op, [t] + list(outs), t.numel(), "outputs")
-        stage = t.new_empty((self.size,) + tuple(t.shape))  # on t's device
-        op.keep.append(stage)
-        self._coll(op, "allgather", _ptr(t), _ptr(stage), _nbytes(t), gx.GX_UINT8)
-        op.copies += [(o, stage[i].reshape(o.shape)) for i, o in enumerate(outs)]
+        self._allgather_into(op, t, outs, lambda r: f"output_tensor_list[{r}]")
         op.result = list(outs)
         return op
 
+    def _allgather_into(self, op, t, outs, name):
+        """All-gather contiguous t; rank r's copy lands in outs[r], which
+        name(r) names in errors."""
+        if len(outs) != self.size:
+            raise ValueError(f"gx {op.what}: {name('r').replace('[r]', '')} has {len(outs)} "
+                             f"tensors for {self.size} ranks")
+        for r, o in enumerate(outs):
+            self._check(op, o, name(r))
+            if o.numel() != t.numel() or o.dtype != t.dtype:
+                raise ValueError(f"gx {op.what}: {name(r)} has {o.numel()} elements of "
+                                 f"{o.dtype}; it receives rank {r}'s {t.numel()} of {t.dtype}")
+        stage = t.new_empty((self.size,) + tuple(t.shape))  # on t's device
+        op.keep.append(stage)
+        self._coll(op, "allgather", _ptr(t), _ptr(stage), _nbytes(t), gx.GX_UINT8)
+        op.copies += [(o, stage[r].reshape(o.shape)) for r, o in enumerate(outs)]
+
     def allgather_coalesced(self, output_lists, input_list):
+        """output_lists[r][i] = rank r's input_list[i] (torch's layout: one
+        list per rank, each as long as input_list); one all-gather per input."""
         op = self._op("all_gather_coalesced")
+        if len(output_lists) != self.size:
+            raise ValueError(f"gx {op.what}: output_tensor_lists has {len(output_lists)} lists "
+                             f"for {self.size} ranks (output_tensor_lists[r][i] receives rank "
+                             "r's input_tensor_list[i])")
+        for r, lst in enumerate(output_lists):
+            if len(lst) != len(input_list):
+                raise ValueError(f"gx {op.what}: output_tensor_lists[{r}] has {len(lst)} tensors "
+                                 f"for {len(input_list)} inputs")
         for i, t in enumerate(input_list):
-            sub = self.allgather([output_lists[i]], [t], "all_gather_coalesced")
-            op.reqs += sub.reqs
-            op.keep += sub.keep
-            op.copies += sub.copies
-            op.device, op.stream = sub.device, sub.stream
-            op.streamed = op.streamed or sub.streamed
+            c = self._input(op, t, f"input_tensor_list[{i}]")
+            self._allgather_into(op, c, [lst[i] for lst in output_lists],
+                                 lambda r, i=i: f"output_tensor_lists[{r}][{i}]")
         op.result = [o for lst in output_lists for o in lst]
         return op
 
@@ -430,13 +489,13 @@ class CollectiveIssuer:
         req = ctypes.c_void_p()
         rc = self._lib.gx_ibarrier(self._comm, ctypes.byref(req))
         if rc != 0:
-            raise op.error(gx.last_error_text(self._lib, rc))
+            raise op.error(gx.last_error_text(self._lib, rc), rc)
         op.reqs.append(req)
         return op
 
     def _tag(self, op, tag):
-        if not 0 <= tag < INTERNAL_TAG:
-            raise ValueError(f"gx {op.what}: tag {tag} is out of range 0..{INTERNAL_TAG - 1}")
+        if not 0 <= tag < USER_TAG_LIMIT:
+            raise ValueError(f"gx {op.what}: tag {tag} is out of range 0..{USER_TAG_LIMIT - 1}")
         return tag
 
     def send(self, tensors, dst, tag):
@@ -447,9 +506,13 @@ class CollectiveIssuer:
         return op
 
     def recv(self, tensors, src, tag):
+        """src is a group rank, or GX_ANY_SOURCE (recv_anysource): op.source
+        names the sender once the message arrived."""
         op = self._op("recv")
         t = self._output(op, self._one(op, tensors), "tensor")
-        op.checks[0] = (_nbytes(t), f"message from rank {src}")
+        op.source = src
+        op.checks[0] = (_nbytes(t), "message from " + ("any rank" if src == gx.GX_ANY_SOURCE
+                                                        else f"rank {src}"))
         self._call(op, "gx_irecv", _ptr(t), _nbytes(t), gx.GX_UINT8, src, self._tag(op, tag))
         op.result = list(tensors)
         return op

@@ -19,7 +19,18 @@ thread per group completes operations as gx finishes them, in any order
 (ctypes drops the GIL while gx waits), copies staged results out, and
 completes the work's
 torch.futures.Future, with the result tensors or a RuntimeError that names
-the group, the operation and gx's message (e.g. which rank died).
+the group, the operation and gx's message (e.g. which rank died). A
+deadline that passed reads "Timed out after N s, the process group's
+timeout" (torch's callers match "Timed out"; the deadline is the group's
+timeout= , which gx_torch hands to gx as its op_timeout_ms).
+
+Teardown (the group is destroyed, or the process exits): work still pending
+gets TEARDOWN_GRACE_S to finish; a group that failed, or whose work did not
+finish, is aborted (its peers learn of it at once); a healthy one is
+finalized with its peers, but waits for them no longer than the same grace,
+then aborts. So a rank that raises, or whose peers are gone, exits within
+seconds, not after the group's timeout (torch's default: 30 minutes). At
+exit every group is torn down at once, under one grace.
 
 CUDA tensors: the calls with a gx stream form are queued on the caller's
 current stream and need no completion thread; their work is complete for
@@ -34,6 +45,7 @@ import atexit
 import collections
 import datetime
 import ctypes
+import functools
 import os
 import queue
 import secrets
@@ -47,10 +59,12 @@ import torch.distributed as dist
 
 from . import _cuda
 from . import _libgx as gx
+from ._monitored import MonitoredBarrier
 from ._ops import CollectiveIssuer
 
 BACKEND_NAME = "gx"
 _BOOT_KEY = "gx_torch/boot"
+INIT_FLOOR_MS = 30000
 
 
 def _unwrap(fut):
@@ -84,6 +98,50 @@ class _Pending:
         self.work = None
 
 
+def _tensors(obj):
+    """The tensors in a c10d call's arguments (lists of lists of tensors)."""
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif isinstance(obj, (list, tuple)):
+        for x in obj:
+            yield from _tensors(x)
+
+
+def _comm_metadata(pg, args):
+    """What torch.profiler shows of a call: its group, this rank's place in
+    it, the tensors' bytes and dtype (torch 1.13 has no Python form of the
+    profiler's communication metadata, so it goes into the range's args)."""
+    ts = list(_tensors(args))
+    nbytes = sum(t.numel() * t.element_size() for t in ts)
+    dtype = str(ts[0].dtype).replace("torch.", "") if ts else "-"
+    return (f"group={pg._group} rank={pg.rank()} size={pg.size()} tensors={len(ts)} "
+            f"bytes={nbytes} dtype={dtype}")
+
+
+def _profiled(method):
+    """While torch.profiler (or the autograd profiler) records, a c10d call
+    shows as a "gx:<call>" range from its issue until its work completes
+    (record_function with its end on the work's future, as torch's own
+    process groups do), next to the backward ops that produced its tensors.
+    Costs one check of the profiler's state when it is off."""
+    name = "gx:" + method.__name__.lstrip("_")
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        if not torch.autograd._profiler_enabled():
+            return method(self, *args, **kwargs)
+        rf = torch.autograd.profiler.record_function(name, _comm_metadata(self, args))
+        rf.__enter__()
+        try:
+            work = method(self, *args, **kwargs)
+        except BaseException:
+            rf.__exit__(None, None, None)
+            raise
+        work._end_profile_with(rf)
+        return work
+    return wrapper
+
+
 class GxWork(dist._Work):
     """What a gx_torch call returns: wait() raises the operation's error,
     get_future() gives its torch Future (the result tensors, or the error)."""
@@ -98,19 +156,22 @@ class GxWork(dist._Work):
         op = self._pending.op
         _cuda.hooks.wait_event(op.device, op.event)
         buf = ctypes.create_string_buffer(512)
-        if op._lib.gx_comm_get_async_error(op.comm, buf, len(buf)) != 0:
-            raise op.error(buf.value.decode(errors="replace"))
+        rc = op._lib.gx_comm_get_async_error(op.comm, buf, len(buf))
+        if rc != 0:
+            raise op.error(buf.value.decode(errors="replace"), rc)
         return True
 
     def wait(self, timeout=None):
         if self._pending.op.streamed:
             return self._stream_order()
         secs = self._timeout_s + 5  # gx's own deadline fires first
+        source = "the process group's timeout + 5 s"
         if isinstance(timeout, datetime.timedelta) and timeout.total_seconds() > 0:
-            secs = timeout.total_seconds()
+            secs, source = timeout.total_seconds(), "the timeout given to wait()"
         p = self._pending
         if not p.event.wait(secs):
-            raise RuntimeError(f"gx {p.op.what}: not complete after {secs:.0f} s")
+            raise RuntimeError(f"gx {p.op.what}: Timed out after {secs:g} s ({source}) "
+                               "waiting for it to complete")
         if p.error is not None:
             raise p.error
         return True
@@ -126,6 +187,20 @@ class GxWork(dist._Work):
 
     def get_future(self):
         return self._pending.out
+
+    def _source_rank(self):
+        """The sender's group rank of a completed recv (torch's
+        recv(src=None) and irecv(src=None).wait() report it)."""
+        self.wait()
+        src = self._pending.op.source
+        if src is None or src < 0:
+            raise RuntimeError(f"gx {self._pending.op.what}: no source rank (not a receive)")
+        return src
+
+    def _end_profile_with(self, rf):
+        """End the profiler range `rf` when this work completes (its future)."""
+        p = self._pending
+        p.out = rf._call_end_callbacks_on_future(p.out)
 
     def result(self):
         self.wait()
@@ -161,11 +236,11 @@ class _Completer:
     def submit(self, work):
         self._queue.put(work)
 
-    STOP_GRACE_S = 5.0
-
-    def stop(self):
-        """Finish what is pending (up to STOP_GRACE_S); True when nothing was
-        left behind (work still pending then fails and is abandoned)."""
+    def stop(self, deadline):
+        """Finish what is pending until `deadline` (time.monotonic()); True
+        when nothing was left behind (work still pending then fails and is
+        abandoned)."""
+        self._stop_deadline = deadline
         self._queue.put(None)
         self._thread.join()
         return not self._abandoned
@@ -175,7 +250,7 @@ class _Completer:
         stopping = None  # when the group started to shut down
         idle = 0
         while stopping is None or pending:
-            if stopping is not None and time.monotonic() - stopping > self.STOP_GRACE_S:
+            if stopping is not None and time.monotonic() > self._stop_deadline:
                 for w in pending:  # requests stay with the communicator, aborted next
                     w.op.reqs = []
                     w.complete(w.op.error("the process group was destroyed while it was "
@@ -219,7 +294,7 @@ class _Completer:
             if not done.value and rc == 0:
                 return False
             if rc != 0:
-                error = op.error(gx.last_error_text(lib, rc))
+                error = op.error(gx.last_error_text(lib, rc), rc)
                 break
             error = op.after_wait(work.next_req, req)
             if error is not None:
@@ -237,30 +312,72 @@ class _Completer:
         return True
 
 
+TEARDOWN_GRACE_S = 5.0  # the longest a teardown waits on work or peers
+_ABORT_JOIN_S = 5.0     # gx_comm_abort lets a finalize go at once; a bound all the same
+
+
 class _Comm:
     """What outlives the ProcessGroup object until teardown: handle and thread."""
 
     def __init__(self, lib, handle, completer, name):
         self.lib, self.handle, self.completer, self.name = lib, handle, completer, name
+        self._lock = threading.Lock()
+        _LIVE.add(self)
 
-    def teardown(self):
-        if not self.handle:
+    def teardown(self, deadline=None):
+        """Release the communicator, waiting on work and peers at most until
+        `deadline` (time.monotonic(); TEARDOWN_GRACE_S from now)."""
+        with self._lock:
+            handle, self.handle = self.handle, None
+        if not handle:
             return
-        clean = self.completer.stop()
-        buf = ctypes.create_string_buffer(512)
-        healthy = self.lib.gx_comm_get_async_error(self.handle, buf, len(buf)) == 0
-        if not clean:
-            self.lib.gx_comm_abort(self.handle)  # fails the abandoned requests
-        elif healthy:
-            self.lib.gx_comm_finalize(self.handle)  # a failure here only delays exit
-        self.lib.gx_comm_destroy(self.handle)
-        self.handle = None
+        _LIVE.discard(self)
+        if deadline is None:
+            deadline = time.monotonic() + TEARDOWN_GRACE_S
+        clean = self.completer.stop(deadline)
+        healthy = self.lib.gx_comm_get_async_error(handle, None, 0) == 0
+        if clean and healthy:
+            if not self._finalize_by(handle, deadline):
+                return  # a finalize still runs in C: leave the handle to it
+        else:
+            self.lib.gx_comm_abort(handle)  # peers learn of it; abandoned requests fail
+        self.lib.gx_comm_destroy(handle)
+
+    def _finalize_by(self, handle, deadline):
+        """gx_comm_finalize (the peers leave together), aborted when they have
+        not all come by `deadline`. False if the finalize never returned."""
+        t = threading.Thread(target=self.lib.gx_comm_finalize, args=(handle,),
+                             name=f"gx-finalize-{self.name}", daemon=True)
+        t.start()
+        t.join(max(0.0, deadline - time.monotonic()))
+        if t.is_alive():
+            self.lib.gx_comm_abort(handle)  # lets the finalize go, tells the peers
+            t.join(_ABORT_JOIN_S)
+        return not t.is_alive()
+
+
+_LIVE = weakref.WeakSet()  # communicators not yet torn down
+
+
+def _teardown_all():
+    """At exit: every group at once, under one grace."""
+    deadline = time.monotonic() + TEARDOWN_GRACE_S
+    threads = [threading.Thread(target=c.teardown, args=(deadline,), daemon=True)
+               for c in list(_LIVE)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(TEARDOWN_GRACE_S + _ABORT_JOIN_S + 1)
+
+
+atexit.register(_teardown_all)
 
 
 def _own_address():
     """The address other ranks reach this host by: the one this host uses
     towards GX_MASTER_ADDR / MASTER_ADDR (group rank 0 of a new_group may sit
-    on another host than the job's master), else this host's name."""
+    on another host than the job's master), else this host's name, else (a
+    name that does not resolve) its address on the default route."""
     target = os.environ.get("GX_MASTER_ADDR") or os.environ.get("MASTER_ADDR")
     if target:
         try:
@@ -270,7 +387,22 @@ def _own_address():
                 return s.getsockname()[0]
         except OSError:
             return target
-    return socket.gethostname()
+    name = socket.gethostname()
+    try:
+        socket.getaddrinfo(name, None)
+        return name
+    except OSError:
+        pass
+    # This host's name does not resolve (no /etc/hosts line for it, as in a
+    # container or a chroot): its address on the default route, else
+    # loopback (then every rank is on this host: init_method file:// or a
+    # store on localhost).
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("192.0.2.1", 9))  # TEST-NET-1: no packet is sent
+            return s.getsockname()[0]
+    except OSError:
+        return "127.0.0.1"
 
 
 def _listen_ephemeral(host):
@@ -304,7 +436,10 @@ def _gx_init(lib, store, rank, size, timeout_ms, name):
     cfg.init_method = url.encode()
     cfg.rank, cfg.world_size = rank, size
     cfg.job_key = key.encode()
-    cfg.init_timeout_ms = cfg.op_timeout_ms = timeout_ms
+    # The rendezvous gets at least INIT_FLOOR_MS: a group timeout of a second
+    # or two bounds operations, and must not fail connecting on a busy machine.
+    cfg.init_timeout_ms = max(timeout_ms, INIT_FLOOR_MS)
+    cfg.op_timeout_ms = timeout_ms
     cfg.name = name.encode()
     handle = ctypes.c_void_p()
     # GX_BOOT_LISTEN_FD hands rank 0 its listener (gx-run's own, if inherited,
@@ -341,9 +476,10 @@ class ProcessGroupGx(dist.ProcessGroup):
         handle = _gx_init(self._lib, store, rank, size, ms, self._group)
         completer = _Completer(self._lib, group_name)
         self._comm = _Comm(self._lib, handle, completer, self._group)
-        self._issue = CollectiveIssuer(self._lib, handle, rank, size, self._group)
-        weakref.finalize(self, self._comm.teardown)
-        atexit.register(self._comm.teardown)
+        self._issue = CollectiveIssuer(self._lib, handle, rank, size, self._group,
+                                       self._timeout_s)
+        # destroyed with the group; at exit, _teardown_all takes every group at once
+        weakref.finalize(self, self._comm.teardown).atexit = False
 
     # -- plumbing -------------------------------------------------------------
     def _launch(self, op):
@@ -385,65 +521,93 @@ class ProcessGroupGx(dist.ProcessGroup):
         self._comm.teardown()
 
     # -- collectives (signatures as torch.distributed calls them) -------------
+    @_profiled
     def allreduce(self, tensors, opts=None):
         op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
         return self._launch(self._issue.allreduce(tensors, op))
 
+    @_profiled
     def allreduce_coalesced(self, tensors, opts=None):
         op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
         return self._launch(self._issue.allreduce(tensors, op, coalesced=True))
 
+    @_profiled
     def broadcast(self, tensors, opts=None):
         root = opts.rootRank if opts is not None else 0
         return self._launch(self._issue.broadcast(tensors, root))
 
+    @_profiled
     def reduce(self, tensors, opts=None):
         op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
         return self._launch(self._issue.reduce(tensors, op, opts.rootRank if opts else 0))
 
+    @_profiled
     def allgather(self, output_lists, input_tensors, opts=None):
         return self._launch(self._issue.allgather(output_lists, input_tensors))
 
+    @_profiled
     def _allgather_base(self, output, input, opts=None):
         return self._launch(self._issue.allgather_base(output, input))
 
+    @_profiled
     def allgather_coalesced(self, output_lists, input_list, opts=None):
         return self._launch(self._issue.allgather_coalesced(output_lists, input_list))
 
+    @_profiled
     def reduce_scatter(self, outputs, input_lists, opts=None):
         op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
         return self._launch(self._issue.reduce_scatter(outputs, input_lists, op))
 
+    @_profiled
     def _reduce_scatter_base(self, output, input, opts=None):
         op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
         return self._launch(self._issue.reduce_scatter_base(output, input, op))
 
+    @_profiled
     def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
         return self._launch(self._issue.alltoall_base(output, input, output_split_sizes,
                                                       input_split_sizes))
 
+    @_profiled
     def alltoall(self, outputs, inputs, opts=None):
         return self._launch(self._issue.alltoall(outputs, inputs))
 
+    @_profiled
     def gather(self, output_lists, input_tensors, opts=None):
         return self._launch(self._issue.gather(output_lists, input_tensors,
                                                opts.rootRank if opts else 0))
 
+    @_profiled
     def scatter(self, outputs, input_lists, opts=None):
         return self._launch(self._issue.scatter(outputs, input_lists,
                                                 opts.rootRank if opts else 0))
 
+    @_profiled
     def barrier(self, opts=None):
         return self._launch(self._issue.barrier())
 
+    def monitored_barrier(self, timeout=None, wait_all_ranks=False):
+        """gloo's monitored barrier (gx_torch._monitored): names the ranks that
+        did not arrive within `timeout` (default: the group's timeout)."""
+        handle = self._comm.handle
+        if not handle:
+            raise RuntimeError(f"gx monitored_barrier: group '{self._group}' was destroyed")
+        mb = MonitoredBarrier(self._lib, handle, self.rank(), self.size(),
+                              lambda: self._lib.gx_comm_abort(handle))
+        mb.run(timeout, wait_all_ranks, self._timeout_s)
+
+    @_profiled
     def send(self, tensors, dst, tag=0):
         return self._launch(self._issue.send(tensors, dst, tag))
 
+    @_profiled
     def recv(self, tensors, src, tag=0):
         return self._launch(self._issue.recv(tensors, src, tag))
 
     def recv_anysource(self, tensors, tag=0):
-        raise RuntimeError("gx backend: recv from any source is not supported; give src=")
+        """recv(src=None): the next message with `tag` from any rank of the
+        group (gx's GX_ANY_SOURCE); the work's _source_rank() names it."""
+        return self._launch(self._issue.recv(tensors, gx.GX_ANY_SOURCE, tag))
 
 
 # Launchers, innermost first, as gx_comm_init_env() reads them (comm_env.c):

@@ -11,9 +11,16 @@
  *                 endpoint fails naming the peer, and its port is not
  *                 reconnected (a client reconnecting to a server in its exit
  *                 path made DPDK 22.11 abort that server; docs/dpdk.md).
+ *   refused       rank 1's memif client names an id the server does not
+ *                 have, so every handshake is refused ("ID not found", as
+ *                 when a server has not started its port yet); rank 1 only
+ *                 polls, never transmits: its port is restarted all the same
+ *                 (it used to wait with its link down for good).
  *   bandwidth     (perf, label long) rank 1 writes 4 MiB with immediate
  *                 repeatedly; prints MB/s (compare runs with GX_DPDK_DROP).
  */
+#include <sched.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,6 +119,17 @@ static size_t frame(const struct dpdk_ep *ep, uint8_t *f, int spoil)
     return n;
 }
 
+/* A raw frame, sent again while the port's ring is full (memif's 64-slot
+ * ring at the default frame size fills with a burst), up to 2 s. */
+static int send_raw(const void *f, size_t n)
+{
+    uint64_t until = gx_deadline_after_ms(2000);
+    int rc;
+    while ((rc = dpdk_port_send_raw(f, n)) == GX_ENOMEM && gx_now_ns() < until)
+        sched_yield();
+    return rc;
+}
+
 static uint64_t drops(const struct dpdk_port_stats *s, int why)
 {
     return s->drops[why];
@@ -128,7 +146,7 @@ static int t_malformed(struct fab_ctx *c)
     if (c->rank == 1) {
         uint8_t f[256];
         for (int spoil = 1; spoil <= 8; spoil++)
-            FAB_OK(dpdk_port_send_raw(f, frame((struct dpdk_ep *)ep, f, spoil)));
+            FAB_OK(send_raw(f, frame((struct dpdk_ep *)ep, f, spoil)));
         uint64_t x = 88172645463325252ull;
         for (int i = 0; i < RANDOM; i++) { /* random bytes behind valid L2-L4 headers */
             size_t n = frame((struct dpdk_ep *)ep, f, 0);
@@ -138,7 +156,7 @@ static int t_malformed(struct fab_ctx *c)
             }
             if (i % 2) /* keep the magic and version: the deeper checks run */
                 memcpy(f + GX_DPDK_L2L4_LEN, "GXDP\x01", 5);
-            FAB_OK(dpdk_port_send_raw(f, n));
+            FAB_OK(send_raw(f, n));
         }
     } else {
         uint64_t until = gx_deadline_after_ms(500);
@@ -221,6 +239,28 @@ static int t_peer_left(struct fab_ctx *c)
     return 0;
 }
 
+static int t_refused(struct fab_ctx *c)
+{
+    if (c->rank == 1) {
+        struct dpdk_port_stats st0, st;
+        dpdk_port_stats(&st0);
+        uint64_t t0 = gx_now_ns();
+        struct gx_fab_cqe e;
+        do { /* receive polls only: 3 s between restarts, 10 s to see one */
+            (void)gx_fab_cq_poll(c->cq, &e, 1);
+            usleep(1000);
+            dpdk_port_stats(&st);
+        } while (st.restarts == st0.restarts && gx_now_ns() - t0 < 10000000000ull);
+        FAB_CHECK(st.restarts > st0.restarts, "a refused memif client that only polls was not "
+                  "restarted in 10 s (link down %llu times)",
+                  (unsigned long long)(st.link_down - st0.link_down));
+        fprintf(stderr, "refused: the client's port restarted after %.1f s\n",
+                (double)(gx_now_ns() - t0) / 1e9);
+    }
+    fab_barrier(c);
+    return 0;
+}
+
 static int t_bandwidth(struct fab_ctx *c)
 {
     const size_t len = 4u << 20;
@@ -262,16 +302,21 @@ int main(int argc, char **argv)
         const char *name;
         fab_test_fn fn;
     } tests[] = { { "stopped_peer", t_stopped_peer }, { "malformed", t_malformed },
-                  { "bandwidth", t_bandwidth }, { "peer_left", t_peer_left } };
+                  { "bandwidth", t_bandwidth }, { "peer_left", t_peer_left },
+                  { "refused", t_refused } };
     if (argc != 2) {
-        fprintf(stderr, "usage: %s stopped_peer|malformed|bandwidth|peer_left\n", argv[0]);
+        fprintf(stderr, "usage: %s stopped_peer|malformed|bandwidth|peer_left|refused\n",
+                argv[0]);
         return 2;
     }
     if (!getenv("GX_DPDK_VDEV")) {
         char v[256];
+        /* refused: a copy-mode client (a zero-copy one starts only once a
+         * peer connected) with an id the server does not have. */
+        bool refused = strcmp(argv[1], "refused") == 0;
         snprintf(v, sizeof(v), "net_memif0,role=server,socket=/tmp/gx-memif-%d.sock;"
-                 "net_memif0,role=client,socket=/tmp/gx-memif-%d.sock", (int)getpid(),
-                 (int)getpid());
+                 "net_memif0,role=client,socket=/tmp/gx-memif-%d.sock%s", (int)getpid(),
+                 (int)getpid(), refused ? ",id=7,zero-copy=no" : "");
         setenv("GX_DPDK_VDEV", v, 1);
     }
     for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {

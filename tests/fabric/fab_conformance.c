@@ -582,12 +582,15 @@ int main(int argc, char **argv)
         fprintf(stderr, "\n");
         return 2;
     }
-    /* dpdk: two ranks over net_memif, on a socket of this run's own. */
+    /* dpdk: two ranks over net_memif, on a socket of this run's own;
+     * FAB_MEMIF_CLIENT_ARGS adds options to the client's entry (tests:
+     * zero-copy=no, memif's copy mode). */
     if (strcmp(argv[1], "dpdk") == 0 && !getenv("GX_DPDK_VDEV")) {
-        char v[256];
+        char v[384];
+        const char *more = getenv("FAB_MEMIF_CLIENT_ARGS");
         snprintf(v, sizeof(v), "net_memif0,role=server,socket=/tmp/gx-memif-%d.sock;"
-                 "net_memif0,role=client,socket=/tmp/gx-memif-%d.sock", (int)getpid(),
-                 (int)getpid());
+                 "net_memif0,role=client,socket=/tmp/gx-memif-%d.sock%s%s", (int)getpid(),
+                 (int)getpid(), more && more[0] ? "," : "", more ? more : "");
         setenv("GX_DPDK_VDEV", v, 1);
     }
     for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {

@@ -2,7 +2,8 @@
 # run_sh_fake_test.sh BUILD_DIR - tests/gpu/run.sh's dry run on CI, against
 # the fake libcuda and libnccl of this build (--fake --prebuilt BUILD_DIR),
 # with one step made to fail (FAKECUDA_FAIL=cuModuleLoadData: gx's kernels
-# do not load) and one made to hang (FAKENCCL_HANG=ncclCommInitRank: NCCL's
+# do not load; in a build without nvcc there are none to load) and one made
+# to hang (FAKENCCL_HANG=ncclCommInitRank: NCCL's
 # init never returns, and gx's own deadline, GX_TIMEOUT, is longer than the
 # step's limit). The script must mark the failure, cut the hung step at its
 # limit (12 s here) with every process of it gone, go on to the steps after
@@ -15,7 +16,8 @@ trap 'rm -rf "$out"' EXIT
 fail() { echo "FAIL: $*"; cat "$out/report.txt" 2>/dev/null; exit 1; }
 limit=12
 steps='^(gx-info|gpudirect (query|copy)|kernels: loaded|nccl: 3 collectives|p2p x2)'
-OUT=$out/o GPU_RUN_STEP_S=$limit GX_TIMEOUT=600 FAKECUDA_FAIL=cuModuleLoadData \
+token=runsh-fake-$$-$RANDOM # marks this run's processes: other tests run nccl_check beside it
+RUNSH_FAKE_TOKEN=$token OUT=$out/o GPU_RUN_STEP_S=$limit GX_TIMEOUT=600 FAKECUDA_FAIL=cuModuleLoadData \
     FAKENCCL_HANG=ncclCommInitRank bash "$src/tests/gpu/run.sh" --fake --prebuilt "$build" \
     --build "$out/b" --commit test-commit --only "$steps" >"$out/stdout" 2>&1
 rc=$?
@@ -34,12 +36,17 @@ secs=$(echo "$line" | awk '{ for (i = 1; i < NF; i++) if ($(i + 1) == "s" && $i 
 awk -v s="$secs" -v l=$limit 'BEGIN { exit !(s >= l && s < l + 10) }' ||
     fail "the hung step ran $secs s, limit $limit s"
 # the step after the hung one ran (p2p x2 passed, above), and nothing of the hung one is left
-pgrep -f "$build/bin/nccl_check" >/dev/null && fail "processes of the hung step are still running"
+for p in $(pgrep -f "$build/bin/nccl_check"); do
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "RUNSH_FAKE_TOKEN=$token" &&
+        fail "processes of the hung step are still running (pid $p)"
+done
 # per-step logs: one file per step that ran, and steps.log with every section
 n=$(tar tzf "$out/o/steps.tar.gz" | grep -c '\.log$')
 [ "$n" = 6 ] || fail "steps.tar.gz has $n step logs, expected 6"
 [ "$(grep -c '^==== ' "$out/o/steps.log")" = 6 ] || fail "steps.log does not have 6 sections"
 grep -q '^==== .* nccl: 3 collectives x1 (GX_NCCL=on): TIMEOUT' "$out/o/steps.log" ||
     fail "steps.log does not record the timeout"
-grep -q 'not loaded' "$out/o/steps.log" || fail "steps.log lacks the failing step's output"
+# its output: "not loaded" (FAKECUDA_FAIL), or "not built" in a build without nvcc
+grep -q '^CUDA reduction kernels: .*not \(loaded\|built\)' "$out/o/steps.log" ||
+    fail "steps.log lacks the failing step's output"
 echo "PASS: run.sh cut the hung step at ${secs} s (limit $limit s), marked the failure, went on, left its logs"

@@ -239,12 +239,23 @@ def test_p2p_async_objects():
         dist.all_reduce_coalesced(cs)
     check("all_reduce_coalesced [0]", cs[0], expected_reduce(3, torch.float32, "sum"))
     check("all_reduce_coalesced [1]", cs[1], expected_reduce(5, torch.float32, "sum"))
-    outs = [[torch.zeros(2) for _ in range(WORLD)]]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # "will be deprecated"
-        dist.all_gather_coalesced(outs, [val(RANK, 2, torch.float32)])
-    for r in range(WORLD):
-        check(f"all_gather_coalesced [{r}]", outs[0][r], val(r, 2, torch.float32))
+    # all_gather_coalesced: output_tensor_lists[r][i] is rank r's input i
+    # (torch's docstring). Input i has its own size, so a transposed layout
+    # fails on shape; with as many inputs as ranks and one size, a transposed
+    # result would have the right shapes and wrong values. (torch requires
+    # one dtype for all of them.)
+    for n_in, dtype in ((1, torch.float32), (3, torch.int64), (WORLD, torch.float64)):
+        sizes = [2 + i for i in range(n_in)] if n_in != WORLD else [4] * n_in
+        ins = [val(10 * RANK + i, sizes[i], dtype) for i in range(n_in)]
+        outs = [[torch.zeros(sizes[i], dtype=dtype) for i in range(n_in)]
+                for _ in range(WORLD)]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "will be deprecated"
+            dist.all_gather_coalesced(outs, ins)
+        for r in range(WORLD):
+            for i in range(n_in):
+                check(f"all_gather_coalesced {n_in} inputs [rank {r}][input {i}]", outs[r][i],
+                      val(10 * r + i, sizes[i], dtype))
     got = torch.zeros(6, dtype=torch.int32)
     ops = [dist.P2POp(dist.isend, val(RANK, 6, torch.int32), nxt),
            dist.P2POp(dist.irecv, got, prv)]
@@ -269,6 +280,57 @@ def test_p2p_async_objects():
         t = torch.tensor([float(RANK)])
         dist.all_reduce(t, group=g)
         check("new_group all_reduce", t, torch.tensor([float(sum(evens))]))
+
+
+def test_any_source_and_sparse():
+    # recv(src=None) / irecv(src=None): rank 0 takes one message from every
+    # other rank, in whatever order, and learns who sent each; recv reports a
+    # global rank, also in a subgroup whose group ranks differ.
+    if RANK == 0:
+        seen = []
+        for k in range(WORLD - 1):
+            t = torch.zeros(3)
+            if k % 2 == 0:
+                src = dist.recv(t)
+            else:
+                w = dist.irecv(t)
+                w.wait()
+                src = w._source_rank()
+            check(f"recv any source from {src}", t, torch.full((3,), float(src)))
+            seen.append(src)
+        if sorted(seen) != list(range(1, WORLD)):
+            failures.append(f"recv any source: senders {seen}")
+    else:
+        dist.send(torch.full((3,), float(RANK)), dst=0)
+    odds = list(range(1, WORLD, 2))
+    g = dist.new_group(odds, backend="gx")
+    if len(odds) > 1 and RANK in odds:
+        t = torch.zeros(1)
+        if RANK == odds[0]:
+            src = dist.recv(t, group=g)
+            if src != odds[1] or t.item() != odds[1]:
+                failures.append(f"recv any source in a subgroup: {src}, {t.item()}")
+        elif RANK == odds[1]:
+            dist.send(torch.full((1,), float(RANK)), dst=odds[0], group=g)
+    # sparse COO all_reduce (SUM), as gloo: rank r holds ones at 0..r
+    n = WORLD + 2
+    sp = torch.sparse_coo_tensor(torch.arange(RANK + 1).reshape(1, -1),
+                                 torch.full((RANK + 1, 2), float(RANK + 1)), (n, 2))
+    dist.all_reduce(sp)
+    want = torch.zeros(n, 2)
+    for r in range(WORLD):
+        want[: r + 1] += r + 1
+    check("sparse all_reduce", sp.to_dense(), want)
+    for what, call, err in [
+            ("sparse MAX", lambda: dist.all_reduce(sp, op=dist.ReduceOp.MAX), ValueError),
+            ("sparse broadcast", lambda: dist.broadcast(sp, src=0), TypeError)]:
+        try:
+            call()
+            failures.append(f"{what} accepted")
+        except err as e:
+            if "sparse" not in str(e) and "layout" not in str(e):
+                failures.append(f"{what} message: {e}")
+    dist.barrier()
 
 
 def test_no_leak():
@@ -314,6 +376,7 @@ def main():
     test_movement()
     test_uneven_and_lists()
     test_p2p_async_objects()
+    test_any_source_and_sparse()
     test_errors()
     test_no_leak()
     dist.barrier()

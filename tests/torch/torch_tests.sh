@@ -32,6 +32,8 @@ collectives) # every c10d call against computed values
 collectives-tcp) # the same over tcp: two fake nodes of n/2 ranks (GX_NODE_ID)
     exec "$RUN" -n "$1" --timeout 150 sh -c \
         "GX_NODE_ID=node\$((GX_RANK / ($1 / 2))) exec $PY $HERE/collectives_test.py" ;;
+profiler) # torch.profiler shows gx's all-reduces beside the backward ops
+    exec "$RUN" -n "$1" --timeout 100 $PY "$HERE/profiler_check.py" "$TMP" ;;
 ddp) # DDP over gx equals DDP over gloo
     exec "$RUN" -n "$1" --timeout 100 $PY "$HERE/ddp_test.py" --steps 20 --tol "$2" ;;
 kill) # rank 1 dies mid-training: every other rank raises an error naming it
@@ -44,6 +46,20 @@ kill) # rank 1 dies mid-training: every other rank raises an error naming it
     pass=$(grep -c '^PASS rank' "$TMP/out")
     [ "$pass" -eq $((n - 1)) ] || { echo "FAIL: $pass of $((n - 1)) survivors named rank 1"; exit 1; }
     echo "ok: the $pass surviving ranks raised an error naming rank 1" ;;
+exit) # a rank that raises ($1 = raise) or whose peer died ($1 = gone) leaves within
+    # gx_torch's teardown grace (5 s; bound 20 s for a loaded machine), not the
+    # group's 300 s timeout
+    "$RUN" --keep-going -n 2 --timeout 100 $PY "$HERE/exit_test.py" "$1" >"$TMP/out" 2>&1
+    cat "$TMP/out"
+    grep -q '^FAIL' "$TMP/out" && exit 1
+    want=2; [ "$1" = gone ] && want=1
+    n=0
+    for s in $(sed -n 's/^EXIT rank [0-9]* after \([0-9.]*\) s$/\1/p' "$TMP/out"); do
+        awk "BEGIN { exit !($s < 20) }" || { echo "FAIL: a rank took $s s to leave"; exit 1; }
+        n=$((n + 1))
+    done
+    [ $n -eq $want ] || { echo "FAIL: $n of $want ranks reported their exit"; exit 1; }
+    echo "ok: $n rank(s) left within 20 s" ;;
 torchrun) # torchrun with a fixed --master_port, nothing gx-specific set
     # --redirects/--tee 1: Debian's torch 1.13 torchrun fails on Python 3.11
     # with their default 0 (IntFlag no longer lists 0); see docs/pytorch.md.

@@ -49,6 +49,8 @@ int main(void)
     gx_request_free(NULL);
     CHECK(gx_comm_rank(NULL) == -1 && gx_comm_size(NULL) == -1, "queries on NULL");
     CHECK(gx_comm_get_async_error(NULL, NULL, 0) == GX_EINVAL, "async error on NULL");
+    struct gx_comm_stats st = GX_COMM_STATS_INIT;
+    EXPECT_EINVAL(gx_comm_stats(NULL, &st), "comm");
 
     /* A real single-rank communicator, then misuse of it. */
     cfg = (struct gx_config)GX_CONFIG_INIT;
@@ -57,6 +59,12 @@ int main(void)
     cfg.init_method = "tcp://127.0.0.1:0";
     CHECK(gx_comm_init(&cfg, &comm) == GX_OK, "single rank init: %s", gx_last_error());
     EXPECT_EINVAL(gx_comm_split(comm, 0, 0, NULL), "out");
+    EXPECT_EINVAL(gx_comm_stats(comm, NULL), "stats");
+    st.size = 8;
+    EXPECT_EINVAL(gx_comm_stats(comm, &st), "GX_COMM_STATS_INIT");
+    st = (struct gx_comm_stats)GX_COMM_STATS_INIT;
+    CHECK(gx_comm_stats(comm, &st) == GX_OK && st.endpoints == 0 && st.boot_sockets >= 1,
+          "stats of one rank: %d endpoints, %d bootstrap sockets", st.endpoints, st.boot_sockets);
     EXPECT_EINVAL(gx_ibarrier(comm, NULL), "req");
     CHECK(gx_ibarrier(comm, &req) == GX_OK, "ibarrier");
     EXPECT_EINVAL(gx_test(req, NULL), "done");

@@ -8,6 +8,8 @@
  *   gx-info --tuning -n N [--nodes M]
  *                    the collective algorithm chosen per size for N ranks
  *                    and the cost model's predicted times (coll_tune.c)
+ *   gx-info --trace DIR   merge GX_TRACE timelines (trace_merge.c)
+ *   gx-info --stats FILE  counters from GX_METRICS_FILE files (stats_read.c)
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -18,6 +20,8 @@
 
 #include "common/param.h"
 #include "tools/gx-info/flight_merge.h"
+#include "tools/gx-info/stats_read.h"
+#include "tools/gx-info/trace_merge.h"
 #include "fabric/fabric.h"
 #include "gpudirect/gpu_nccl.h"
 #include "gpudirect/gpu_reduce.h"
@@ -245,14 +249,24 @@ int main(int argc, char **argv)
             json = true;
         } else if (strcmp(argv[i], "--flight") == 0 && i + 1 < argc) {
             return gx_flight_merge(argv[i + 1], stdout);
+        } else if (strcmp(argv[i], "--trace") == 0 && i + 1 < argc) {
+            const char *out = i + 3 < argc && strcmp(argv[i + 2], "-o") == 0 ? argv[i + 3] : NULL;
+            return gx_trace_merge(argv[i + 1], out, stdout);
+        } else if (strcmp(argv[i], "--stats") == 0 && i + 1 < argc) {
+            return gx_stats_read(argc - i - 1, argv + i + 1, stdout);
         } else if (strcmp(argv[i], "--env") == 0) {
             env = true;
         } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             printf("usage: gx-info [--json] [--env] [--tuning -n N [--nodes M] [--link A:B]] "
-                   "[--flight DIR]\n"
+                   "[--flight DIR] [--trace DIR [-o FILE]] [--stats FILE...]\n"
                    "  (no option)  version, features and why each is off, providers, devices\n"
                    "  --json       the same as JSON\n"
                    "  --env        every GX_* variable: type, default, help, current value\n"
+                   "  --trace DIR  merge the ranks' timelines in DIR (GX_TRACE) into one trace-event\n"
+                   "               file, DIR/gx-trace.json or -o FILE, for Perfetto or\n"
+                   "               chrome://tracing (exit 1: ranks missing or cut short)\n"
+                   "  --stats FILE counters of a running job from its GX_METRICS_FILE files, one\n"
+                   "               table row per rank and communicator\n"
                    "  --flight DIR merge the flight-recorder dumps in DIR (GX_FLIGHT_DIR) and\n"
                    "               name the first collective where ranks diverged (exit 1)\n"
                    "  --tuning     collective algorithm per size for N ranks on M nodes, with\n"

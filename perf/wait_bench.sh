@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# wait_bench.sh - waits that yield against waits that spin (issue 29,
+# docs/scale.md). One command:
+#
+#   perf/wait_bench.sh [-b BUILD_DIR] [-r RUNS] [-t "shm tcp"] [--record]
+#
+# Two regimes on this machine's CPUs (nproc): one rank per CPU, and 4x
+# oversubscribed (4 ranks per CPU). In each, gx-perf all_reduce at 8 B,
+# 1 KiB and 128 KiB (-n 50 -w 5, -z 1), alternating GX_SPIN_US=-1 (spin,
+# yield and short naps: the old waits) and GX_SPIN_US=50 (spin 50
+# us, then sleep on the provider's events; 5 us when oversubscribed), RUNS
+# times each (default 5), same run, interleaved. Transports: shm = one
+# node, the shm transport (GX_COLL_SHM=off: the node arena polls memory and
+# does not sleep); tcp = every rank its own node (GX_NODE_ID). Prints the
+# median time per size and the ratio yield/spin (< 1: yielding wins).
+set -u
+cd "$(dirname "$0")/.."
+build=build runs=5 transports="shm tcp" record=0
+while [ $# -gt 0 ]; do
+    case $1 in
+    -b) build=$2; shift ;;
+    -r) runs=$2; shift ;;
+    -t) transports=$2; shift ;;
+    --record) record=1 ;;
+    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "wait_bench.sh: unknown option $1" >&2; exit 2 ;;
+    esac
+    shift
+done
+run=$build/bin/gx-run perf=$build/bin/gx-perf
+[ -x "$run" ] && [ -x "$perf" ] || { echo "wait_bench.sh: build $build first" >&2; exit 2; }
+cpus=$(nproc)
+out=$(mktemp /tmp/gx-wait.XXXXXX)
+one() { # transport ranks spin -> "size time_us" lines
+    local t=$1 n=$2 spin=$3 env=(GX_SPIN_US=$spin)
+    [ "$t" = shm ] && env+=(GX_COLL_SHM=off)
+    local cmd="$perf all_reduce -b 8 -e 128K -f 128 -n 50 -w 5 -z 1 -c 0"
+    if [ "$t" = tcp ]; then
+        env "${env[@]}" "$run" -n "$n" --timeout 600 sh -c "GX_NODE_ID=n\$GX_RANK exec $cmd"
+    else
+        env "${env[@]}" "$run" -n "$n" --timeout 600 $cmd
+    fi 2>/dev/null | awk '/^ *[0-9]+ +[0-9]+ +float/ { print $1, $6 }'
+}
+for t in $transports; do
+    for n in "$cpus" $((4 * cpus)); do
+        for i in $(seq "$runs"); do
+            for spin in -1 default; do
+                s=$spin; [ "$spin" = default ] && s=$( [ "$n" -gt "$cpus" ] && echo 5 || echo 50 )
+                one "$t" "$n" "$s" | sed "s/^/$t $n $spin /" >>"$out"
+            done
+        done
+    done
+done
+report=$(awk '
+    { key = $1 " " $2 " " $4; v[key, $3, ++c[key, $3]] = $5; keys[key] = 1 }
+    function med(key, s,   n, i, j, t, a) {
+        n = c[key, s]; for (i = 1; i <= n; i++) a[i] = v[key, s, i]
+        for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+        return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
+    END { printf "%-4s %5s %8s %12s %12s %8s %5s\n", "tp", "ranks", "bytes", "spin_us", "yield_us", "ratio", "runs"
+          for (k in keys) { split(k, f, " "); ms = med(k, "-1"); my = med(k, "default")
+              printf "%-4s %5d %8d %12.1f %12.1f %8.3f %5d\n", f[1], f[2], f[3], ms, my, my / ms, c[k, "-1"] } }' "$out" | sort -k1,1 -k2,2n -k3,3n)
+echo "$report"
+if [ $record -eq 1 ]; then
+    f=perf/results/$(date +%Y-%m-%d)-waits.md
+    { echo "# Waits that yield vs spin ($(date +%Y-%m-%d))"; echo
+      echo "perf/wait_bench.sh -r $runs -t \"$transports\"; $(nproc) CPUs ($(lscpu | sed -n 's/^Model name: *//p')); medians of $runs same-run interleaved runs; time = gx-perf's out-of-place all_reduce time in us; ratio = yield/spin (< 1: yielding wins)."
+      echo; echo '```'; echo "$report"; echo '```'; } >"$f"
+    echo "recorded $f"
+fi
+rm -f "$out"
