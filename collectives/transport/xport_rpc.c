@@ -11,8 +11,8 @@
  * outside the lock (xp_rpc_run_callbacks).
  *
  * Target: every call that arrives is queued whole for the handler runners
- * of api/rpc.c (xp_rpc_next_incoming / xp_rpc_wait_incoming), which answer
- * with xp_rpc_answer. Calls to this rank itself skip the wire both ways.
+ * of api/rpc.c (the queue: xport_rpc_serve.c), which answer with
+ * xp_rpc_answer. Calls to this rank itself skip the wire both ways.
  * Runs under the transport lock.
  */
 #include <errno.h>
@@ -23,12 +23,12 @@
 #include <time.h>
 
 #include "collectives/transport/xport_am.h"
+#include "collectives/transport/xport_rpc_impl.h"
 #include "collectives/transport/xport_svc.h"
 #include "common/clock.h"
 #include "common/log.h"
 
 enum { XP_RPC_CALL = 1, XP_RPC_REPLY = 2 };
-#define RPC_BUCKETS 256
 
 struct xp_rpc_call {
     struct xp_op msg;               /* first: the call's message */
@@ -49,41 +49,6 @@ struct xp_rpc_call {
     int status;
     char err[360];
 };
-
-struct xp_rpc_incoming {
-    struct xp_op op;                /* first: a large call's arguments arriving */
-    struct xp_rpc_incoming *next;
-    struct gx_xport *x;
-    int caller;
-    uint32_t handler;
-    uint64_t id;
-    uint64_t deadline;
-    size_t len;
-    char data[];
-};
-
-struct xp_rpc_state {
-    struct xp_rpc_call *waiting[RPC_BUCKETS];
-    struct xp_rpc_incoming *in_head, *in_tail;
-    struct xp_rpc_call *cb_head, *cb_tail;
-    pthread_cond_t cond;            /* with the transport lock: work for the runners */
-};
-
-static struct xp_rpc_state *rpc_state(struct gx_xport *x)
-{
-    struct xp_svc *svc = xp_svc_get(x);
-    if (svc && !svc->rpc) {
-        svc->rpc = calloc(1, sizeof(*svc->rpc));
-        if (svc->rpc) {
-            pthread_condattr_t ca;
-            pthread_condattr_init(&ca);
-            pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-            pthread_cond_init(&svc->rpc->cond, &ca);
-            pthread_condattr_destroy(&ca);
-        }
-    }
-    return svc ? svc->rpc : NULL;
-}
 
 /* ---- the caller's side ------------------------------------------------------- */
 
@@ -187,7 +152,7 @@ int xp_rpc_call_start(struct gx_xport *x, int target, uint32_t id, const void *a
                       struct xp_rpc_call **out)
 {
     pthread_mutex_lock(&x->lock);
-    struct xp_rpc_state *st = rpc_state(x);
+    struct xp_rpc_state *st = xp_rpc_state_get(x);
     int rc = st ? GX_OK : gx_fail(GX_ENOMEM, GX_SUB_COLL, "gx_rpc_call: out of memory");
     if (rc == GX_OK && target != x->rank)
         rc = xp_svc_check_peer(x, target, "gx_rpc_call");
@@ -436,7 +401,7 @@ static void on_reply(struct xp_peer *p, struct xp_rpc_state *st, const struct xp
 void xp_rpc_arrived(struct xp_peer *p, const struct xp_am_hdr *h, const void *body, size_t len,
                     const struct xp_rts *rts, bool crc)
 {
-    struct xp_rpc_state *st = rpc_state(p->x);
+    struct xp_rpc_state *st = xp_rpc_state_get(p->x);
     if (!st) {
         xp_fail_peer(p, GX_ENOMEM, "no memory for its remote call");
         return;
@@ -498,63 +463,6 @@ void xp_rpc_peer_failed(struct xp_peer *p, int status, const char *why)
 
 /* ---- the runners' side -------------------------------------------------------- */
 
-static struct xp_rpc_incoming *pop_incoming(struct xp_rpc_state *st)
-{
-    struct xp_rpc_incoming *in = st ? st->in_head : NULL;
-    if (in) {
-        st->in_head = in->next;
-        if (!st->in_head)
-            st->in_tail = NULL;
-    }
-    return in;
-}
-
-struct xp_rpc_incoming *xp_rpc_next_incoming(struct gx_xport *x)
-{
-    pthread_mutex_lock(&x->lock);
-    struct xp_rpc_incoming *in = pop_incoming(x->svc ? x->svc->rpc : NULL);
-    pthread_mutex_unlock(&x->lock);
-    return in;
-}
-
-struct xp_rpc_incoming *xp_rpc_wait_incoming(struct gx_xport *x, int ms)
-{
-    pthread_mutex_lock(&x->lock);
-    struct xp_rpc_state *st = rpc_state(x);
-    if (st && !st->in_head && !st->cb_head) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_sec += ms / 1000;
-        ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&st->cond, &x->lock, &ts);
-    }
-    struct xp_rpc_incoming *in = pop_incoming(st);
-    pthread_mutex_unlock(&x->lock);
-    return in;
-}
-
-void xp_rpc_wake_all(struct gx_xport *x)
-{
-    pthread_mutex_lock(&x->lock);
-    if (x->svc && x->svc->rpc)
-        pthread_cond_broadcast(&x->svc->rpc->cond);
-    pthread_mutex_unlock(&x->lock);
-}
-
-void xp_rpc_incoming_info(const struct xp_rpc_incoming *in, int *caller, uint32_t *id,
-                          const void **args, size_t *len, uint64_t *deadline)
-{
-    *caller = in->caller;
-    *id = in->handler;
-    *args = in->data;
-    *len = in->len;
-    *deadline = in->deadline;
-}
-
 int xp_rpc_answer(struct gx_xport *x, struct xp_rpc_incoming *in, int status, const void *result,
                   size_t len, bool owned)
 {
@@ -596,22 +504,4 @@ int xp_rpc_answer(struct gx_xport *x, struct xp_rpc_incoming *in, int status, co
     pthread_mutex_unlock(&x->lock);
     free(in);
     return rc;
-}
-
-void xp_rpc_free(struct gx_xport *x)
-{
-    struct xp_rpc_state *st = x->svc->rpc;
-    if (!st)
-        return;
-    while (st->in_head)
-        free(pop_incoming(st));
-    pthread_cond_broadcast(&st->cond);
-    pthread_cond_destroy(&st->cond);
-    free(st);
-    x->svc->rpc = NULL;
-}
-
-void xp_rpc_incoming_free(struct xp_rpc_incoming *in)
-{
-    free(in);
 }
