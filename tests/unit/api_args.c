@@ -66,6 +66,24 @@ int main(void)
     CHECK(gx_comm_stats(comm, &st) == GX_OK && st.endpoints == 0 && st.boot_sockets >= 1,
           "stats of one rank: %d endpoints, %d bootstrap sockets", st.endpoints, st.boot_sockets);
     EXPECT_EINVAL(gx_ibarrier(comm, NULL), "req");
+    /* Windows and remote calls (gx_win.h, gx_rpc.h). */
+    struct gx_win *win = NULL;
+    char wbuf[8];
+    void *res = NULL;
+    size_t rlen = 0;
+    EXPECT_EINVAL(gx_win_create(NULL, wbuf, 8, &win), "comm");
+    EXPECT_EINVAL(gx_win_create(comm, wbuf, 8, NULL), "win");
+    EXPECT_EINVAL(gx_win_create(comm, NULL, 8, &win), "base");
+    CHECK(win == NULL, "window written on failure");
+    EXPECT_EINVAL(gx_win_flush(NULL, 0), "win");
+    EXPECT_EINVAL(gx_put(NULL, wbuf, 1, GX_UINT8, 0, 0), "win");
+    EXPECT_EINVAL(gx_rpc_register(NULL, 1, NULL, NULL), "comm");
+    EXPECT_EINVAL(gx_rpc_call(NULL, 0, 1, NULL, 0, &res, &rlen, NULL), "comm");
+    EXPECT_EINVAL(gx_rpc_call(comm, 5, 1, NULL, 0, &res, &rlen, NULL), "rank 5");
+    EXPECT_EINVAL(gx_rpc_call(comm, 0, 1, NULL, 5, &res, &rlen, NULL), "args");
+    EXPECT_EINVAL(gx_rpc_call(comm, 0, 1, NULL, 0, NULL, &rlen, NULL), "result");
+    EXPECT_EINVAL(gx_rpc_call_async(comm, 0, 1, NULL, 0, NULL, NULL), "req");
+    CHECK(res == NULL && rlen == 0, "result written on failure");
     CHECK(gx_ibarrier(comm, &req) == GX_OK, "ibarrier");
     EXPECT_EINVAL(gx_test(req, NULL), "done");
     CHECK(gx_wait(req, 1000) == GX_OK, "wait");
