@@ -32,6 +32,8 @@ collectives) # every c10d call against computed values
 collectives-tcp) # the same over tcp: two fake nodes of n/2 ranks (GX_NODE_ID)
     exec "$RUN" -n "$1" --timeout 150 sh -c \
         "GX_NODE_ID=node\$((GX_RANK / ($1 / 2))) exec $PY $HERE/collectives_test.py" ;;
+rpc) # gx_torch.rpc (rpc_sync, rpc_async, remote/RRef, errors, timeouts) against computed values
+    exec "$RUN" -n "$1" --timeout 100 $PY "$HERE/rpc_test.py" ;;
 profiler) # torch.profiler shows gx's all-reduces beside the backward ops
     exec "$RUN" -n "$1" --timeout 100 $PY "$HERE/profiler_check.py" "$TMP" ;;
 ddp) # DDP over gx equals DDP over gloo

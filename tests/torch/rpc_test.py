@@ -1,0 +1,114 @@
+"""gx_torch.rpc against computed values (run under gx-run, 2+ ranks).
+
+rpc_sync/rpc_async by name, rank and WorkerInfo (self included), tensors
+and keyword arguments, 200 concurrent rpc_async, a remote exception raised
+again at the caller, a call past its timeout, remote() and RRef (to_here,
+owner, local_value, rpc_sync/rpc_async/remote proxies, an RRef passed as an
+argument), get_worker_info, bad targets, shutdown.
+"""
+import os
+import sys
+import time
+
+import torch
+
+import gx_torch.rpc as rpc
+
+
+class Counter:
+    def __init__(self, start):
+        self.n = start
+
+    def add(self, k):
+        self.n += k
+        return self.n
+
+    def get(self):
+        return self.n
+
+
+def boom(msg):
+    raise KeyError(msg)
+
+
+def whoami():
+    return rpc.get_worker_info().name
+
+
+def sleepy(s):
+    time.sleep(s)
+    return s
+
+
+def read_rref(rref):
+    return rref.to_here()
+
+
+def check(cond, what):
+    if not cond:
+        print(f"FAIL rank {rank}: {what}", flush=True)
+        sys.exit(1)
+
+
+rank = int(os.environ["GX_RANK"])
+n = int(os.environ["GX_SIZE"])
+rpc.init_rpc(f"worker{rank}")
+me = rpc.get_worker_info()
+check(me.id == rank and me.name == f"worker{rank}", f"get_worker_info: {me}")
+peer = (rank + 1) % n
+
+# rpc_sync by name, rank and WorkerInfo; tensors and kwargs.
+x = torch.arange(6, dtype=torch.float32) + rank
+y = rpc.rpc_sync(f"worker{peer}", torch.add, args=(x, 1))
+check(torch.equal(y, x + 1), "rpc_sync torch.add")
+check(rpc.rpc_sync(peer, whoami) == f"worker{peer}", "the handler runs on the target")
+check(rpc.rpc_sync(rpc.get_worker_info(f"worker{peer}"), whoami) == f"worker{peer}",
+      "WorkerInfo target")
+check(rpc.rpc_sync(rank, whoami) == f"worker{rank}", "a call to self")
+check(rpc.rpc_sync(peer, torch.ones, args=(2, 3), kwargs={"dtype": torch.float64}).dtype ==
+      torch.float64, "kwargs")
+big = torch.randn(1 << 18)
+check(torch.equal(rpc.rpc_sync(peer, torch.neg, args=(big,)), -big), "a 1 MiB tensor")
+
+# 200 concurrent rpc_async to every rank.
+futs = [rpc.rpc_async(i % n, torch.mul, args=(torch.tensor([i]), 3)) for i in range(200)]
+check(all(f.wait().item() == 3 * i for i, f in enumerate(futs)), "200 concurrent rpc_async")
+
+# A remote exception comes back as itself.
+try:
+    rpc.rpc_sync(peer, boom, args=("nope",))
+    check(False, "no exception from boom")
+except KeyError as e:
+    check("nope" in str(e), f"exception text: {e}")
+
+# A call past its timeout fails with the deadline, well before the handler ends.
+t0 = time.monotonic()
+try:
+    rpc.rpc_sync(peer, sleepy, args=(1.5,), timeout=0.3)
+    check(False, "no timeout")
+except RuntimeError as e:
+    check("GX_ETIMEOUT" in str(e), f"timeout's error: {e}")
+check(time.monotonic() - t0 < 1.2, f"the timeout took {time.monotonic() - t0:.1f} s")
+
+# remote() and RRef.
+rref = rpc.remote(f"worker{peer}", Counter, args=(10 * rank,))
+check(rref.owner() == rpc.get_worker_info(f"worker{peer}"), "owner")
+check(rref.owner_name() == f"worker{peer}" and not (n > 1 and rref.is_owner()), "owner_name")
+check(rref.rpc_sync().add(5) == 10 * rank + 5, "rref.rpc_sync().add")
+check(rref.rpc_async().add(1).wait() == 10 * rank + 6, "rref.rpc_async().add")
+check(rref.remote().get().to_here() == 10 * rank + 6, "rref.remote().get()")
+check(rref.to_here().n == 10 * rank + 6, "to_here")
+check(rpc.rpc_sync(peer, read_rref, args=(rref,)).n == 10 * rank + 6, "an RRef as argument")
+mine = rpc.remote(rank, Counter, args=(7,))
+check(mine.is_owner() and mine.local_value().get() == 7, "local_value")
+
+# Bad targets.
+for bad in (n, "nobody"):
+    try:
+        rpc.rpc_sync(bad, whoami)
+        check(False, f"a call to {bad!r} worked")
+    except ValueError as e:
+        check(str(bad) in str(e), f"bad target's error: {e}")
+
+rpc.shutdown()
+print(f"PASS rank {rank}: gx_torch.rpc", flush=True)
