@@ -161,13 +161,14 @@ def _rank_of(to):
     if isinstance(to, WorkerInfo):
         return to.id
     if isinstance(to, int):
-        if not 0 <= to < len(_st.names):
-            raise ValueError(f"gx_torch.rpc: rank {to} is out of range (world of {len(_st.names)})")
+        if not 0 <= to < len(_st.names):  # RuntimeError, as torch's
+            raise RuntimeError(f"gx_torch.rpc: rank {to} is out of range (world of "
+                               f"{len(_st.names)})")
         return to
     try:
         return _st.names.index(to)
     except ValueError:
-        raise ValueError(f"gx_torch.rpc: unknown worker name {to!r}") from None
+        raise RuntimeError(f"gx_torch.rpc: unknown worker name {to!r}") from None
 
 
 def _need_init():

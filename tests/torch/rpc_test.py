@@ -1,4 +1,6 @@
-"""gx_torch.rpc against computed values (run under gx-run, 2+ ranks).
+"""gx_torch.rpc against computed values (run under gx-run, 2+ ranks); with
+the argument "torch" the same calls and checks run on torch.distributed.rpc
+(TensorPipe, MASTER_ADDR/MASTER_PORT), so both APIs are held to one behaviour.
 
 rpc_sync/rpc_async by name, rank and WorkerInfo (self included), tensors
 and keyword arguments, 200 concurrent rpc_async, a remote exception raised
@@ -12,7 +14,11 @@ import time
 
 import torch
 
-import gx_torch.rpc as rpc
+TORCH = len(sys.argv) > 1 and sys.argv[1] == "torch"
+if TORCH:
+    import torch.distributed.rpc as rpc
+else:
+    import gx_torch.rpc as rpc
 
 
 class Counter:
@@ -28,7 +34,7 @@ class Counter:
 
 
 def boom(msg):
-    raise KeyError(msg)
+    raise ValueError(msg)
 
 
 def whoami():
@@ -52,7 +58,10 @@ def check(cond, what):
 
 rank = int(os.environ["GX_RANK"])
 n = int(os.environ["GX_SIZE"])
-rpc.init_rpc(f"worker{rank}")
+if TORCH:
+    rpc.init_rpc(f"worker{rank}", rank=rank, world_size=n)
+else:
+    rpc.init_rpc(f"worker{rank}")
 me = rpc.get_worker_info()
 check(me.id == rank and me.name == f"worker{rank}", f"get_worker_info: {me}")
 peer = (rank + 1) % n
@@ -65,7 +74,7 @@ check(rpc.rpc_sync(peer, whoami) == f"worker{peer}", "the handler runs on the ta
 check(rpc.rpc_sync(rpc.get_worker_info(f"worker{peer}"), whoami) == f"worker{peer}",
       "WorkerInfo target")
 check(rpc.rpc_sync(rank, whoami) == f"worker{rank}", "a call to self")
-check(rpc.rpc_sync(peer, torch.ones, args=(2, 3), kwargs={"dtype": torch.float64}).dtype ==
+check(rpc.rpc_sync(peer, torch.ones, args=((2, 3),), kwargs={"dtype": torch.float64}).dtype ==
       torch.float64, "kwargs")
 big = torch.randn(1 << 18)
 check(torch.equal(rpc.rpc_sync(peer, torch.neg, args=(big,)), -big), "a 1 MiB tensor")
@@ -78,7 +87,7 @@ check(all(f.wait().item() == 3 * i for i, f in enumerate(futs)), "200 concurrent
 try:
     rpc.rpc_sync(peer, boom, args=("nope",))
     check(False, "no exception from boom")
-except KeyError as e:
+except ValueError as e:
     check("nope" in str(e), f"exception text: {e}")
 
 # A call past its timeout fails with the deadline, well before the handler ends.
@@ -87,7 +96,7 @@ try:
     rpc.rpc_sync(peer, sleepy, args=(1.5,), timeout=0.3)
     check(False, "no timeout")
 except RuntimeError as e:
-    check("GX_ETIMEOUT" in str(e), f"timeout's error: {e}")
+    check("time" in str(e).lower(), f"timeout's error: {e}")
 check(time.monotonic() - t0 < 1.2, f"the timeout took {time.monotonic() - t0:.1f} s")
 
 # remote() and RRef.
@@ -107,8 +116,8 @@ for bad in (n, "nobody"):
     try:
         rpc.rpc_sync(bad, whoami)
         check(False, f"a call to {bad!r} worked")
-    except ValueError as e:
+    except RuntimeError as e:  # torch's type for an unknown destination
         check(str(bad) in str(e), f"bad target's error: {e}")
 
 rpc.shutdown()
-print(f"PASS rank {rank}: gx_torch.rpc", flush=True)
+print(f"PASS rank {rank}: {rpc.__name__}", flush=True)

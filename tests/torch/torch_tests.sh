@@ -34,6 +34,9 @@ collectives-tcp) # the same over tcp: two fake nodes of n/2 ranks (GX_NODE_ID)
         "GX_NODE_ID=node\$((GX_RANK / ($1 / 2))) exec $PY $HERE/collectives_test.py" ;;
 rpc) # gx_torch.rpc (rpc_sync, rpc_async, remote/RRef, errors, timeouts) against computed values
     exec "$RUN" -n "$1" --timeout 100 $PY "$HERE/rpc_test.py" ;;
+rpc-torch) # the same calls and checks on torch.distributed.rpc (TensorPipe)
+    MASTER_ADDR=127.0.0.1 MASTER_PORT=$(free_port) exec "$RUN" -n "$1" --timeout 100 \
+        $PY "$HERE/rpc_test.py" torch ;;
 profiler) # torch.profiler shows gx's all-reduces beside the backward ops
     exec "$RUN" -n "$1" --timeout 100 $PY "$HERE/profiler_check.py" "$TMP" ;;
 ddp) # DDP over gx equals DDP over gloo
