@@ -1,6 +1,8 @@
 """gx_torch.rpc against computed values (run under gx-run, 2+ ranks); with
 the argument "torch" the same calls and checks run on torch.distributed.rpc
 (TensorPipe, MASTER_ADDR/MASTER_PORT), so both APIs are held to one behaviour.
+With "kill" (gx_torch.rpc only): rank 1 SIGKILLs itself inside a call while
+rank 0 has calls pending there; each raises naming rank 1, none hangs.
 
 rpc_sync/rpc_async by name, rank and WorkerInfo (self included), tensors
 and keyword arguments, 200 concurrent rpc_async, a remote exception raised
@@ -9,12 +11,15 @@ owner, local_value, rpc_sync/rpc_async/remote proxies, an RRef passed as an
 argument), get_worker_info, bad targets, shutdown.
 """
 import os
+import signal
 import sys
+import threading
 import time
 
 import torch
 
 TORCH = len(sys.argv) > 1 and sys.argv[1] == "torch"
+KILL = len(sys.argv) > 1 and sys.argv[1] == "kill"
 if TORCH:
     import torch.distributed.rpc as rpc
 else:
@@ -46,6 +51,18 @@ def sleepy(s):
     return s
 
 
+finished = threading.Event()
+
+
+def finish():
+    finished.set()
+    return rank
+
+
+def die():
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
 def read_rref(rref):
     return rref.to_here()
 
@@ -62,6 +79,30 @@ if TORCH:
     rpc.init_rpc(f"worker{rank}", rank=rank, world_size=n)
 else:
     rpc.init_rpc(f"worker{rank}")
+if KILL:
+    if rank == 0:
+        slow = [rpc.rpc_async(1, sleepy, args=(20,), timeout=60) for _ in range(3)]
+        rpc.rpc_async(1, die)
+        t0 = time.monotonic()
+        err = ""
+        for f in slow:
+            try:
+                f.wait()
+                check(False, "a call pending at the killed rank 1 returned")
+            except RuntimeError as e:
+                err = str(e)
+                check("rank 1" in err, f"the error does not name rank 1: {err}")
+        check(time.monotonic() - t0 < 15, f"the calls failed after {time.monotonic() - t0:.1f} s")
+        for r in range(2, n):  # the survivors still answer, then may leave
+            check(rpc.rpc_sync(r, finish) == r, f"a call to the surviving rank {r}")
+        print(f"PASS rank 0: pending calls to the killed rank 1 failed: {err}", flush=True)
+    elif rank == 1:
+        time.sleep(60)  # killed inside die()
+    else:
+        check(finished.wait(60), "rank 0 never said it was done")
+        time.sleep(2)  # finish()'s answer leaves before the abort closes the links
+    rpc.shutdown(graceful=False)
+    sys.exit(0)
 me = rpc.get_worker_info()
 check(me.id == rank and me.name == f"worker{rank}", f"get_worker_info: {me}")
 peer = (rank + 1) % n

@@ -34,6 +34,13 @@ collectives-tcp) # the same over tcp: two fake nodes of n/2 ranks (GX_NODE_ID)
         "GX_NODE_ID=node\$((GX_RANK / ($1 / 2))) exec $PY $HERE/collectives_test.py" ;;
 rpc) # gx_torch.rpc (rpc_sync, rpc_async, remote/RRef, errors, timeouts) against computed values
     exec "$RUN" -n "$1" --timeout 100 $PY "$HERE/rpc_test.py" ;;
+rpc-kill) # rank 1 dies inside a call: rank 0's pending calls raise naming it
+    "$RUN" --keep-going -n 3 --timeout 100 $PY "$HERE/rpc_test.py" kill >"$TMP/out" 2>&1
+    rc=$?
+    cat "$TMP/out"
+    [ $rc -eq 137 ] || { echo "FAIL: gx-run exited $rc, expected 137 (rank 1's SIGKILL)"; exit 1; }
+    grep -q '^PASS rank 0: pending calls to the killed rank 1 failed' "$TMP/out" ||
+        { echo "FAIL: rank 0 did not report its calls failing"; exit 1; } ;;
 rpc-torch) # the same calls and checks on torch.distributed.rpc (TensorPipe)
     MASTER_ADDR=127.0.0.1 MASTER_PORT=$(free_port) exec "$RUN" -n "$1" --timeout 100 \
         $PY "$HERE/rpc_test.py" torch ;;
