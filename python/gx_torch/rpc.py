@@ -13,9 +13,9 @@ Provided: init_rpc (under gx-run, torchrun or any launcher gx_comm_init_env
 reads; else MASTER_ADDR/MASTER_PORT with rank and world_size), rpc_sync,
 rpc_async, remote, RRef (to_here, owner, owner_name, is_owner, local_value,
 confirmed_by_owner, rpc_sync/rpc_async/remote proxies), get_worker_info,
-WorkerInfo, shutdown(graceful). The callable and its arguments are pickled
-(tensors included: this version does not send tensors as raw bytes yet) and
-run by one of the target's gx handler threads; an exception raised there is
+WorkerInfo, shutdown(graceful). The callable and its arguments are pickled,
+except plain CPU tensors, which travel as raw bytes after the pickle
+(_rpc_wire.py), and run by one of the target's gx handler threads; an exception raised there is
 raised again by the caller's wait. Every call has a deadline (timeout in
 seconds, as torch's; default 60 s); a dead target fails the call naming its
 rank. Calls are accepted only over the job's connections, each of which
@@ -30,12 +30,12 @@ its owner until shutdown), and TensorPipe's device maps.
 import ctypes
 import itertools
 import os
-import pickle
 import threading
 
 import torch
 
 from . import _libgx as gx
+from . import _rpc_wire as wire
 
 _HANDLER_ID = 0x67787270  # "gxrp": the one C handler this module registers
 _DEFAULT_TIMEOUT_S = 60.0
@@ -105,15 +105,15 @@ def _declare(lib):
 def _serve(ctx, args, length, user):
     """The C handler: runs one pickled request on a gx handler thread."""
     try:
-        kind, payload = pickle.loads(ctypes.string_at(args, length))
+        kind, payload = wire.loads(ctypes.string_at(args, length))
         caller = _st.lib.gx_rpc_caller(ctx)
         value = _run(kind, payload, caller)
-        out = pickle.dumps((True, value))
+        out = wire.dumps((True, value))
     except BaseException as e:  # the caller's wait raises it
         try:
-            out = pickle.dumps((False, e))
+            out = wire.dumps((False, e))
         except Exception:
-            out = pickle.dumps((False, RuntimeError(f"{type(e).__name__}: {e}")))
+            out = wire.dumps((False, RuntimeError(f"{type(e).__name__}: {e}")))
     buf = ctypes.create_string_buffer(out, len(out))
     _st.lib.gx_rpc_reply(ctx, buf, len(out))
     return 0
@@ -149,7 +149,7 @@ def _done(req, user):
     try:
         if err is not None:
             raise RuntimeError(f"gx_torch.rpc: the call failed: {err}")
-        ok, value = pickle.loads(data)
+        ok, value = wire.loads(data)
         if not ok:
             raise value
         fut.set_result(value)
@@ -179,7 +179,7 @@ def _need_init():
 def _send(to, kind, payload, timeout):
     _need_init()
     rank = _rank_of(to)
-    data = pickle.dumps((kind, payload))
+    data = wire.dumps((kind, payload))
     buf = ctypes.create_string_buffer(data, len(data))
     fut = torch.futures.Future()
     t = _DEFAULT_TIMEOUT_S if timeout is None or timeout < 0 else timeout

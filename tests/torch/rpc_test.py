@@ -120,6 +120,18 @@ check(rpc.rpc_sync(peer, torch.ones, args=((2, 3),), kwargs={"dtype": torch.floa
 big = torch.randn(1 << 18)
 check(torch.equal(rpc.rpc_sync(peer, torch.neg, args=(big,)), -big), "a 1 MiB tensor")
 
+# Tensors of every kind come back equal: bfloat16, bool, empty, a
+# transposed view, one that requires grad (pickled, keeps the flag).
+for t in (torch.ones(3, dtype=torch.bfloat16), torch.tensor([True, False]),
+          torch.zeros(0, 4, dtype=torch.int64), torch.randn(4, 5).t(),
+          torch.randn(3, requires_grad=True)):
+    back = rpc.rpc_sync(peer, torch.clone, args=(t,))
+    check(back.dtype == t.dtype and back.shape == t.shape and
+          torch.equal(back.detach(), t.detach()), f"round trip of {t.dtype} {tuple(t.shape)}")
+if not TORCH:  # gx's wire: a plain tensor is its raw bytes, not pickled
+    from gx_torch import _rpc_wire
+    check(len(_rpc_wire.dumps(big)) < big.numel() * 4 + 256, "a 1 MiB tensor went pickled")
+
 # 200 concurrent rpc_async to every rank.
 futs = [rpc.rpc_async(i % n, torch.mul, args=(torch.tensor([i]), 3)) for i in range(200)]
 check(all(f.wait().item() == 3 * i for i, f in enumerate(futs)), "200 concurrent rpc_async")
