@@ -198,8 +198,8 @@ void gx_svc_close(struct gx_comm *c)
     struct gx_svc *s = c->svc;
     if (!s)
         return;
+    stop_threads(s); /* first: a running handler's own calls still read c->svc */
     c->svc = NULL;
-    stop_threads(s);
     if (atomic_load(&s->abandoned))
         return; /* a stuck handler's thread still reads it */
     while (xp_rpc_run_callbacks(s->x) > 0) { /* completions nobody ran yet */

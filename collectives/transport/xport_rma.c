@@ -109,8 +109,11 @@ void xp_rma_maybe_complete(struct xp_rma_op *op)
             record_error(wp, op);
     }
     op->win = NULL;
+    /* Read held before publishing done: once done is visible, the holder's
+     * xp_rma_release may free op without the lock. */
+    bool held = op->held;
     __atomic_store_n(&op->done, true, __ATOMIC_RELEASE);
-    if (!op->held)
+    if (!held)
         free(op);
 }
 
