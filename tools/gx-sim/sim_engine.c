@@ -2,6 +2,7 @@
  * sim_engine.c - a plan's steps as SimGrid actors (sim_engine.h).
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,11 +35,23 @@ struct rank_run {
     int *indeg;
     int *child_first, *child;   /* steps that depend on step i: child[child_first[i]..] */
     int *order_prev, *order_next; /* same direction and peer, by message number */
-    int *queue, head, tail;
-    sg_comm_t *comms;
+    int *queue, nqueued;        /* ready steps: a heap by index (the engine's scan order) */
+    /* Posted messages: the "live" ones are waited for (sends, and receives
+     * whose send is posted); a receive posted before its send stays out of
+     * the wait until the sender says it is (waiting on thousands of early
+     * receives made every wait cost thousands). */
+    sg_comm_t *posted;          /* per step */
+    int *ordinal;               /* receive: its place among those from its peer */
+    int *sends_seen, *next_live; /* per peer: sends it posted to us; our next receive
+                                    from it not yet live (-1 none) */
+    sg_comm_t *comms;           /* the live ones, then the wake-up receive */
     int *comm_step, ninflight;
+    bool waiting, wake_sent;
+    sg_comm_t wake;             /* receive on our wake-up mailbox, or NULL */
     void *payload;              /* where receives put the (empty) payloads */
 };
+
+static struct rank_run *runs;   /* every rank's, so senders can make receives live */
 
 static bool is_message(const struct sim_step *s)
 {
@@ -68,6 +81,10 @@ static void rank_run_free(struct rank_run *rr)
     free(rr->queue);
     free(rr->comms);
     free(rr->comm_step);
+    free(rr->posted);
+    free(rr->ordinal);
+    free(rr->sends_seen);
+    free(rr->next_live);
 }
 
 /* Dependency counts, the reverse edges and the message order chains. */
@@ -85,11 +102,18 @@ static int rank_run_init(struct rank_run *rr, int rank)
     rr->order_prev = malloc(sz * sizeof(int));
     rr->order_next = malloc(sz * sizeof(int));
     rr->queue = malloc(sz * sizeof(int));
-    rr->comms = malloc(sz * sizeof(sg_comm_t));
+    rr->comms = malloc((sz + 1) * sizeof(sg_comm_t));
     rr->comm_step = malloc(sz * sizeof(int));
+    rr->posted = calloc(sz, sizeof(sg_comm_t));
+    rr->ordinal = calloc(sz, sizeof(int));
+    rr->sends_seen = calloc((size_t)the_plan->nranks, sizeof(int));
+    rr->next_live = malloc((size_t)the_plan->nranks * sizeof(int));
     if (!rr->state || !rr->indeg || !rr->child_first || !rr->child || !rr->order_prev ||
-        !rr->order_next || !rr->queue || !rr->comms || !rr->comm_step)
+        !rr->order_next || !rr->queue || !rr->comms || !rr->comm_step || !rr->posted ||
+        !rr->ordinal || !rr->sends_seen || !rr->next_live)
         return -1;
+    for (int r = 0; r < the_plan->nranks; r++)
+        rr->next_live[r] = -1;
     for (int i = 0; i < n; i++)
         for (int d = 0; d < CS_MAX_DEPS; d++) {
             int dep = rr->steps[i].dep[d];
@@ -124,6 +148,14 @@ static int rank_run_init(struct rank_run *rr, int rank)
             rr->order_prev[rr->comm_step[k]] = rr->comm_step[k - 1];
         }
     }
+    for (int k = 0; k < nmsg; k++) {
+        int i = rr->comm_step[k], prev = rr->order_prev[i];
+        if (rr->steps[i].kind != CS_RECV)
+            continue;
+        rr->ordinal[i] = prev >= 0 ? rr->ordinal[prev] + 1 : 0;
+        if (prev < 0)
+            rr->next_live[rr->steps[i].peer] = i;
+    }
     return 0;
 }
 
@@ -135,7 +167,31 @@ static void make_ready(struct rank_run *rr, int i)
     if (prev >= 0 && rr->state[prev] < POSTED)
         return; /* its pair's earlier message first */
     rr->state[i] = QUEUED;
-    rr->queue[rr->tail++] = i;
+    int k = rr->nqueued++;
+    while (k > 0 && rr->queue[(k - 1) / 2] > i) {
+        rr->queue[k] = rr->queue[(k - 1) / 2];
+        k = (k - 1) / 2;
+    }
+    rr->queue[k] = i;
+}
+
+static int take_ready(struct rank_run *rr)
+{
+    int top = rr->queue[0], last = rr->queue[--rr->nqueued], k = 0;
+    for (;;) {
+        int c = 2 * k + 1;
+        if (c >= rr->nqueued)
+            break;
+        if (c + 1 < rr->nqueued && rr->queue[c + 1] < rr->queue[c])
+            c++;
+        if (rr->queue[c] >= last)
+            break;
+        rr->queue[k] = rr->queue[c];
+        k = c;
+    }
+    if (rr->nqueued)
+        rr->queue[k] = last;
+    return top;
 }
 
 static void complete(struct rank_run *rr, int i)
@@ -168,17 +224,57 @@ static double traffic(const struct sim_step *s)
     }
 }
 
+static void make_live(struct rank_run *rr, int i)
+{
+    rr->comms[rr->ninflight] = rr->posted[i];
+    rr->comm_step[rr->ninflight++] = i;
+}
+
+static sg_mailbox_t wake_mailbox(int rank)
+{
+    char name[32];
+    snprintf(name, sizeof(name), "wake%d", rank);
+    return sg_mailbox_by_name(name);
+}
+
+/* The receives from `peer` whose sends are posted join the wait; a rank
+ * waiting without them is woken by an empty message, which arrives no
+ * later than the data (the same route's latency, no bytes). */
+static void receives_live(struct rank_run *rr, int peer)
+{
+    bool added = false;
+    int i;
+    while ((i = rr->next_live[peer]) >= 0 && rr->ordinal[i] < rr->sends_seen[peer] &&
+           rr->state[i] == POSTED) {
+        make_live(rr, i);
+        rr->next_live[peer] = rr->order_next[i];
+        added = true;
+    }
+    if (added && rr->waiting && !rr->wake_sent) {
+        rr->wake_sent = true;
+        /* Never waited for nor released (SimGrid 3.32 aborts on releasing a
+         * started comm); the simulation's process ends soon after. */
+        (void)sg_mailbox_put_async(wake_mailbox(rr->rank), &message_token, 0);
+    }
+}
+
 static void run_step(struct rank_run *rr, int i)
 {
     const struct sim_step *s = &rr->steps[i];
-    if (is_message(s)) {
-        sg_comm_t c = s->kind == CS_SEND
-                          ? sg_mailbox_put_async(pair_mailbox(rr->rank, s->peer), &message_token,
-                                                 s->bytes)
-                          : sg_mailbox_get_async(pair_mailbox(s->peer, rr->rank), &rr->payload);
+    if (s->kind == CS_SEND) {
+        rr->posted[i] = sg_mailbox_put_async(pair_mailbox(rr->rank, s->peer), &message_token,
+                                             s->bytes);
         rr->state[i] = POSTED;
-        rr->comms[rr->ninflight] = c;
-        rr->comm_step[rr->ninflight++] = i;
+        make_live(rr, i);
+        runs[s->peer].sends_seen[rr->rank]++;
+        receives_live(&runs[s->peer], rr->rank);
+        make_ready(rr, rr->order_next[i]);
+        return;
+    }
+    if (s->kind == CS_RECV) {
+        rr->posted[i] = sg_mailbox_get_async(pair_mailbox(s->peer, rr->rank), &rr->payload);
+        rr->state[i] = POSTED;
+        receives_live(rr, s->peer);
         make_ready(rr, rr->order_next[i]);
         return;
     }
@@ -190,42 +286,57 @@ static void run_step(struct rank_run *rr, int i)
 
 static void rank_main(int argc, char **argv)
 {
-    struct rank_run rr;
     int rank = argc > 1 ? atoi(argv[1]) : 0;
-    if (rank_run_init(&rr, rank) != 0) {
-        snprintf(failure, sizeof(failure), "rank %d: out of memory", rank);
-        rank_run_free(&rr);
-        return;
-    }
-    for (int i = 0; i < rr.nsteps; i++)
-        make_ready(&rr, i);
-    while (rr.ndone < rr.nsteps) {
-        while (rr.head < rr.tail)
-            run_step(&rr, rr.queue[rr.head++]);
-        if (rr.ndone == rr.nsteps)
+    struct rank_run *rr = &runs[rank];
+    for (int i = 0; i < rr->nsteps; i++)
+        make_ready(rr, i);
+    while (rr->ndone < rr->nsteps) {
+        while (rr->nqueued)
+            run_step(rr, take_ready(rr));
+        if (rr->ndone == rr->nsteps)
             break;
-        if (rr.ninflight == 0) {
-            snprintf(failure, sizeof(failure), "rank %d stalls: %d of %d steps done and "
-                     "nothing posted", rank, rr.ndone, rr.nsteps);
-            break;
+        if (!rr->wake)
+            rr->wake = sg_mailbox_get_async(wake_mailbox(rank), &rr->payload);
+        /* Senders append live receives while this waits (from slot n on,
+         * over the wake-up's slot): the answer is read against n. */
+        int n = rr->ninflight;
+        rr->comms[n] = rr->wake;
+        rr->waiting = true;
+        ssize_t k = sg_comm_wait_any(rr->comms, (size_t)n + 1);
+        rr->waiting = false;
+        if (k == n) { /* woken: a receive became live */
+            rr->wake = NULL;
+            rr->wake_sent = false;
+            continue;
         }
-        ssize_t k = sg_comm_wait_any(rr.comms, (size_t)rr.ninflight);
-        if (k < 0 || k >= rr.ninflight) {
+        if (k < 0 || k > n) {
             snprintf(failure, sizeof(failure), "rank %d: a wait failed", rank);
             break;
         }
-        int i = rr.comm_step[k];
-        rr.ninflight--;
-        rr.comms[k] = rr.comms[rr.ninflight];
-        rr.comm_step[k] = rr.comm_step[rr.ninflight];
-        complete(&rr, i);
+        int i = rr->comm_step[k];
+        rr->ninflight--;
+        rr->comms[k] = rr->comms[rr->ninflight];
+        rr->comm_step[k] = rr->comm_step[rr->ninflight];
+        complete(rr, i);
+        /* Whatever else finished by now, before any step runs: the order
+         * of equal completions must not decide the order of the steps. */
+        for (int j = 0; j < rr->ninflight;) {
+            if (!sg_comm_test(rr->comms[j])) {
+                j++;
+                continue;
+            }
+            int done = rr->comm_step[j];
+            rr->ninflight--;
+            rr->comms[j] = rr->comms[rr->ninflight];
+            rr->comm_step[j] = rr->comm_step[rr->ninflight];
+            complete(rr, done);
+        }
     }
-    if (rr.ndone == rr.nsteps) {
+    if (rr->ndone == rr->nsteps) {
         ranks_finished++;
         if (simgrid_get_clock() > last_finish)
             last_finish = simgrid_get_clock();
     }
-    rank_run_free(&rr);
 }
 
 struct answer {
@@ -250,6 +361,12 @@ static void simulate(const struct sim_plan *plan, const struct sim_machine *m, i
                          "--cfg=contexts/stack-size:256", NULL };
         int argc = 6;
         the_plan = plan;
+        runs = calloc((size_t)plan->nranks, sizeof(*runs));
+        for (int r = 0; r < plan->nranks; r++)
+            if (!runs || rank_run_init(&runs[r], r) != 0) {
+                snprintf(ans.why, sizeof(ans.why), "out of memory for %d ranks' runs", r);
+                _exit(write(fd, &ans, sizeof(ans)) == (ssize_t)sizeof(ans) ? 0 : 1);
+            }
         simgrid_init(&argc, args);
         simgrid_load_platform(path);
         for (int r = 0; r < plan->nranks; r++) {
@@ -260,6 +377,9 @@ static void simulate(const struct sim_plan *plan, const struct sim_machine *m, i
             sg_actor_create_(name, sg_host_by_name(host), rank_main, 2, argv);
         }
         simgrid_run();
+        for (int r = 0; r < plan->nranks; r++)
+            rank_run_free(&runs[r]);
+        free(runs);
         ans.ok = ranks_finished == plan->nranks && !failure[0];
         ans.seconds = last_finish;
         if (!ans.ok)
