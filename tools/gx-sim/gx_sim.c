@@ -157,7 +157,8 @@ static int run_regret(const struct sim_opts *o)
         struct sim_algo algos[16];
         int na = 0;
         for (size_t i = 0; i < sizeof(flat) / sizeof(flat[0]); i++)
-            algos[na++] = (struct sim_algo){ flat[i], COLL_ALGO_AUTO };
+            if (coll_algo_serves(COLL_ALLREDUCE, flat[i]))
+                algos[na++] = (struct sim_algo){ flat[i], COLL_ALGO_AUTO };
         struct node_shape sh = shape_of(&o->machine, n);
         for (int i = 0; i < COLL_RAIL_ALGOS && coll_tune_hier_applies(&sh); i++)
             algos[na++] = (struct sim_algo){ COLL_ALGO_HIER, coll_rail_algos[i] };
