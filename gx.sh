@@ -40,6 +40,7 @@ TEST_PKGS+=(chromium)                     # renders gx-accept's HTML report
 TEST_PKGS+=(python3-pyverbs)              # rdma-core's own tests over softverbs
 TEST_PKGS+=(time)                         # perf/tcp_variants.sh: /usr/bin/time around each rank
 TEST_PKGS+=(python3-matplotlib)           # perf/report: plots from perf/results (observe.perf-report)
+TEST_PKGS+=(libsimgrid-dev)               # gx-sim (tools/gx-sim): SimGrid 3.32, its C API; without it gx-sim is not built and its tests skip
 # Under ASan+UBSan: everything but the long runs and what is marked "nosan"
 # (the heavy collectives matrix, whose trimmed twin is labelled "sanitize").
 # Under TSan: the suites that exercise threads ("tsan", "sanitize").

@@ -6,7 +6,7 @@ include(${CMAKE_CURRENT_LIST_DIR}/GxProbe.cmake)
 find_package(PkgConfig QUIET)
 
 set(GX_LINK_LIBS "")
-set(GX_FEATURE_LIST VERBS DPDK CUDA NCCL HWLOC)
+set(GX_FEATURE_LIST VERBS DPDK CUDA NCCL HWLOC SIMGRID)
 
 function(gx_feature_decide feat found reason_found reason_missing)
   set(choice ${GX_WITH_${feat}})
@@ -118,6 +118,34 @@ endif()
 gx_feature_decide(NCCL "${GX_FOUND_NCCL}"
   "nccl.h found in ${GX_NCCL_INCLUDE}; libnccl is loaded at run time"
   "${_nccl_missing}")
+
+# simgrid: gx-sim (tools/gx-sim) only, never libgx. Its C API as gx-sim
+# uses it: engine, actors, asynchronous mailbox comms, executions, hosts.
+if(NOT GX_WITH_SIMGRID STREQUAL "OFF")
+  gx_pkg_usable(GX_SIMGRID simgrid [=[
+#include <simgrid/actor.h>
+#include <simgrid/comm.h>
+#include <simgrid/engine.h>
+#include <simgrid/exec.h>
+#include <simgrid/host.h>
+#include <simgrid/mailbox.h>
+int main(int argc, char **argv)
+{
+    simgrid_init(&argc, argv);
+    sg_comm_t c = sg_mailbox_put_async(sg_mailbox_by_name("probe"), NULL, 1);
+    return c != NULL && sg_host_count() > 0 && simgrid_get_clock() < 0 && sg_actor_exec_init(1) != NULL;
+}]=])
+endif()
+set(_simgrid_missing "simgrid not found with pkg-config (apt-get install libsimgrid-dev): gx-sim is not built")
+if(GX_SIMGRID_BROKEN)
+  set(_simgrid_missing "simgrid.pc found but a program using its C API does not build: ${GX_SIMGRID_BROKEN} (reinstall libsimgrid-dev): gx-sim is not built")
+endif()
+gx_feature_decide(SIMGRID "${GX_SIMGRID_USABLE}"
+  "simgrid ${GX_SIMGRID_VERSION} found with pkg-config: gx-sim is built"
+  "${_simgrid_missing}")
+if(GX_HAVE_SIMGRID)
+  pkg_check_modules(SIMGRID QUIET IMPORTED_TARGET simgrid)
+endif()
 
 foreach(feat ${GX_FEATURE_LIST})
   set(GX_HAVE_${feat} ${GX_HAVE_${feat}})

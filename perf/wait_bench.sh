@@ -32,7 +32,8 @@ run=$build/bin/gx-run perf=$build/bin/gx-perf
 cpus=$(nproc)
 out=$(mktemp /tmp/gx-wait.XXXXXX)
 one() { # transport ranks spin -> "size time_us" lines
-    local t=$1 n=$2 spin=$3 env=(GX_SPIN_US=$spin)
+    local t=$1 n=$2 spin=$3
+    local env=(GX_SPIN_US="$spin") # its own line: words of one `local` expand before any is set
     [ "$t" = shm ] && env+=(GX_COLL_SHM=off)
     local cmd="$perf all_reduce -b 8 -e 128K -f 128 -n 50 -w 5 -z 1 -c 0"
     if [ "$t" = tcp ]; then
@@ -46,7 +47,12 @@ for t in $transports; do
         for i in $(seq "$runs"); do
             for spin in -1 default; do
                 s=$spin; [ "$spin" = default ] && s=$( [ "$n" -gt "$cpus" ] && echo 5 || echo 50 )
-                one "$t" "$n" "$s" | sed "s/^/$t $n $spin /" >>"$out"
+                lines=$(one "$t" "$n" "$s")
+                if [ -z "$lines" ]; then # a failed job must not pass as a missing figure
+                    echo "wait_bench.sh: $t, $n ranks, GX_SPIN_US=$s: gx-perf printed no figures" >&2
+                    exit 1
+                fi
+                echo "$lines" | sed "s/^/$t $n $spin /" >>"$out"
             done
         done
     done

@@ -156,6 +156,33 @@ void gx_comm_layout(struct gx_comm *c)
     c->oversubscribed = cpus > 0 && c->host_size > cpus;
 }
 
+/* The same layout from node sizes alone (nodes in rank order), for plans
+ * made without a bootstrap: the schedule simulator of the tests and gx-sim
+ * build the runtime's schedules for communicators that do not exist. */
+int gx_comm_layout_sizes(struct gx_comm *c, int nodes, const int *node_size)
+{
+    int first = 0;
+    for (int m = 0; m < nodes; m++) {
+        if (node_size[m] < 1 || node_size[m] > c->size - first)
+            return GX_EINVAL;
+        c->node_first[m] = first;
+        c->node_size[m] = node_size[m];
+        for (int i = 0; i < node_size[m]; i++) {
+            c->rank_node[first + i] = m;
+            c->rank_local[first + i] = i;
+        }
+        first += node_size[m];
+    }
+    if (first != c->size)
+        return GX_EINVAL;
+    c->node_count = nodes;
+    c->node_index = c->rank_node[c->rank];
+    c->local_rank = c->rank_local[c->rank];
+    c->local_size = c->node_size[c->node_index];
+    c->host_size = c->size;
+    return GX_OK;
+}
+
 struct gx_comm *gx_comm_alloc(struct gx_boot *boot, int rank, int size)
 {
     struct gx_comm *c = calloc(1, sizeof(*c));

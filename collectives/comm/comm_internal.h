@@ -83,6 +83,11 @@ struct gx_comm *gx_comm_alloc(struct gx_boot *boot, int rank, int size);
  *  and index inside it, every node's first rank and size (nodes numbered in
  *  order of their first rank), the ranks on this host. */
 void gx_comm_layout(struct gx_comm *c);
+/** The node layout from node sizes alone (`nodes` nodes of node_size[m]
+ *  ranks, in rank order; they must add up to the size), as gx_comm_layout
+ *  sets it, for plans made without a bootstrap (the schedule simulator,
+ *  gx-sim): GX_OK, or GX_EINVAL when the sizes do not fit. */
+int gx_comm_layout_sizes(struct gx_comm *c, int nodes, const int *node_size);
 /** Free what gx_comm_alloc made (the rooms' handles are closed by then). */
 void gx_comm_free(struct gx_comm *c);
 

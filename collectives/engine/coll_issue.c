@@ -73,6 +73,15 @@ static void coll_wait_block(struct gx_request *req, int timeout_ms)
         nanosleep(&ts, NULL);
         return;
     }
+    /* Sleep only when a pass finds nothing to do: work the engine itself
+     * made runnable (a step whose inputs a pass completed) has no event to
+     * wake us, and sleeping on it cost a full slice per collective. */
+    struct coll_comm *cc = op->cc;
+    pthread_mutex_lock(&cc->mu);
+    bool moved = coll_progress_locked(cc);
+    pthread_mutex_unlock(&cc->mu);
+    if (moved || __atomic_load_n(&op->finished, __ATOMIC_ACQUIRE))
+        return;
     gx_xport_wait(op->comm->xport, timeout_ms);
 }
 

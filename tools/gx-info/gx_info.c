@@ -45,6 +45,7 @@ static const struct feature features[] = {
     { "cuda", GX_HAVE_CUDA, GX_REASON_CUDA },
     { "nccl", GX_HAVE_NCCL, GX_REASON_NCCL },
     { "hwloc", GX_HAVE_HWLOC, GX_REASON_HWLOC },
+    { "simgrid", GX_HAVE_SIMGRID, GX_REASON_SIMGRID }, /* gx-sim */
 };
 #define NFEATURES (sizeof(features) / sizeof(features[0]))
 

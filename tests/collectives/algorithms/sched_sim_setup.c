@@ -189,6 +189,8 @@ static int setup_comms(struct sim *s)
 {
     const struct sim_case *c = s->c;
     int nodes = c->nodes > 1 ? c->nodes : 1, first = 0;
+    int one_node[1] = { s->n };
+    const int *sizes_of = c->nodes > 1 ? c->node_size : one_node;
     for (int r = 0; r < s->n; r++) {
         struct gx_comm *g = gx_comm_alloc(NULL, r, s->n);
         if (!g)
@@ -196,36 +198,22 @@ static int setup_comms(struct sim *s)
         s->r[r].comm = g;
         snprintf(g->name, sizeof(g->name), "sim");
         g->op_timeout_ms = 1000;
-        g->node_count = nodes;
         for (int i = 0; i < s->n; i++)
             g->world_ranks[i] = i;
+        if (gx_comm_layout_sizes(g, nodes, sizes_of) != GX_OK)
+            return -1;
     }
     for (int m = 0; m < nodes; m++) {
-        int size = c->nodes > 1 ? c->node_size[m] : s->n;
+        int size = sizes_of[m];
         int members[64];
         for (int i = 0; i < size; i++)
             members[i] = first + i;
-        for (int r = 0; r < s->n; r++) {
-            struct gx_comm *g = s->r[r].comm;
-            g->node_first[m] = first;
-            g->node_size[m] = size;
-            for (int i = 0; i < size; i++) {
-                g->rank_node[first + i] = m;
-                g->rank_local[first + i] = i;
-            }
-        }
         if (c->arena && size > 1 && make_segment(s, members, size) != 0)
             return -1;
         first += size;
     }
-    if (first != s->n)
-        return -1;
     for (int r = 0; r < s->n; r++) {
         struct gx_comm *g = s->r[r].comm;
-        g->node_index = g->rank_node[r];
-        g->local_rank = g->rank_local[r];
-        g->local_size = g->node_size[g->node_index];
-        g->host_size = s->n;
         if (nodes == 1)
             g->shm = s->arenas[r];
         else
