@@ -24,20 +24,12 @@
 
 #include "gx/gx.h"
 
-#define CHECK(cond, ...)                                                       \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            fprintf(stderr, "FAIL rank %d line %d: ", my_rank, __LINE__);      \
-            fprintf(stderr, __VA_ARGS__);                                      \
-            fprintf(stderr, " [last error: %s]\n", gx_last_error());           \
-            exit(1);                                                           \
-        }                                                                      \
-    } while (0)
+#include "../../lib/rank_check.h"
 
 enum { H_ECHO = 1, H_WHO, H_FAIL, H_BIG, H_NESTED, H_FOREVER, H_SLOW, H_DIE, H_FLAG };
 #define FAIL_STATUS (-1234)
 
-static int my_rank = -1, nranks;
+static int me = -1, nranks;
 static atomic_int flag_calls;
 
 static double now_ms(void)
@@ -76,7 +68,7 @@ static int h_big(struct gx_rpc_ctx *ctx, const void *args, size_t len, void *use
     memcpy(&n, args, 8);
     uint8_t *b = malloc(n ? n : 1);
     for (size_t i = 0; i < n; i++)
-        b[i] = pat(i, my_rank);
+        b[i] = pat(i, me);
     int rc = gx_rpc_reply(ctx, b, n);
     free(b);
     return rc;
@@ -86,7 +78,7 @@ static int h_big(struct gx_rpc_ctx *ctx, const void *args, size_t len, void *use
 static int h_nested(struct gx_rpc_ctx *ctx, const void *args, size_t len, void *user)
 {
     struct gx_comm *comm = gx_rpc_comm(ctx);
-    int next = (my_rank + 1) % nranks;
+    int next = (me + 1) % nranks;
     void *res = NULL;
     size_t n = 0;
     int rc = gx_rpc_call(comm, next, H_WHO, NULL, 0, &res, &n, NULL);
@@ -94,7 +86,7 @@ static int h_nested(struct gx_rpc_ctx *ctx, const void *args, size_t len, void *
         return rc;
     int32_t v[3];
     memcpy(v, res, 8);
-    v[2] = my_rank;
+    v[2] = me;
     gx_rpc_free(res);
     return gx_rpc_reply(ctx, v, sizeof(v));
 }
@@ -176,7 +168,7 @@ static void semantics(struct gx_comm *comm, int t)
     CHECK(gx_rpc_call(comm, t, H_WHO, NULL, 0, &res, &rn, NULL) == GX_OK, "who");
     int32_t v[3];
     memcpy(v, res, 8);
-    CHECK(rn == 8 && v[0] == my_rank && v[1] == t, "rank %d saw caller %d and itself as %d", t,
+    CHECK(rn == 8 && v[0] == me && v[1] == t, "rank %d saw caller %d and itself as %d", t,
           v[0], v[1]);
     gx_rpc_free(res);
     int rc = gx_rpc_call(comm, t, H_FAIL, NULL, 0, &res, &rn, NULL);
@@ -217,7 +209,7 @@ static void many(struct gx_comm *comm)
     struct gx_request **reqs = calloc(N, sizeof(*reqs));
     uint64_t *args = calloc(N, sizeof(*args));
     for (int i = 0; i < N; i++) {
-        args[i] = (uint64_t)i * 1000003u + (uint64_t)my_rank;
+        args[i] = (uint64_t)i * 1000003u + (uint64_t)me;
         CHECK(gx_rpc_call_async(comm, i % nranks, H_ECHO, &args[i], 8, NULL, &reqs[i]) == GX_OK,
               "async call %d", i);
     }
@@ -267,7 +259,7 @@ static void deadline(struct gx_comm *comm, int t)
     int32_t ms = 1;
     CHECK(gx_rpc_call(comm, t, H_SLOW, &ms, 4, &res, &rn, NULL) == GX_OK, "a call after it");
     gx_rpc_free(res);
-    printf("rank %d: deadline to rank %d fired after %.0f ms\n", my_rank, t, took);
+    printf("rank %d: deadline to rank %d fired after %.0f ms\n", me, t, took);
 }
 
 static void basic(struct gx_comm *comm)
@@ -275,12 +267,12 @@ static void basic(struct gx_comm *comm)
     register_all(comm);
     CHECK(gx_barrier(comm) == GX_OK, "barrier");
     for (int k = 0; k < nranks; k++) {
-        int t = (my_rank + k) % nranks;
+        int t = (me + k) % nranks;
         sizes(comm, t);
         semantics(comm, t);
     }
     many(comm);
-    deadline(comm, (my_rank + 1) % nranks);
+    deadline(comm, (me + 1) % nranks);
     CHECK(gx_barrier(comm) == GX_OK, "barrier after the deadline");
     void *res;
     size_t rn;
@@ -289,7 +281,7 @@ static void basic(struct gx_comm *comm)
               strstr(gx_last_error(), "rank"), "rank out of range");
     CHECK(gx_rpc_call(comm, 0, H_ECHO, NULL, 5, &res, &rn, NULL) == GX_EINVAL, "NULL args");
     CHECK(gx_barrier(comm) == GX_OK, "final barrier");
-    printf("PASS rank %d: remote calls\n", my_rank);
+    printf("PASS rank %d: remote calls\n", me);
 }
 
 /* ---- handlers on the caller's progress ------------------------------------- */
@@ -298,7 +290,7 @@ static void caller_mode(struct gx_comm *comm)
 {
     CHECK(gx_rpc_register(comm, H_FLAG, h_flag, NULL) == GX_OK, "register");
     CHECK(gx_barrier(comm) == GX_OK, "barrier");
-    if (my_rank == 0) {
+    if (me == 0) {
         for (int t = 1; t < nranks; t++) {
             int32_t v = 77 + t;
             void *res = NULL;
@@ -317,7 +309,7 @@ static void caller_mode(struct gx_comm *comm)
         CHECK(atomic_load(&flag_calls) == 1, "the call did not run in gx_rpc_progress");
     }
     CHECK(gx_barrier(comm) == GX_OK, "barrier");
-    printf("PASS rank %d: handlers on the caller's progress\n", my_rank);
+    printf("PASS rank %d: handlers on the caller's progress\n", me);
 }
 
 /* ---- a target killed while calls are pending --------------------------------- */
@@ -326,11 +318,11 @@ static void kill_target(struct gx_comm *comm)
 {
     register_all(comm);
     CHECK(gx_barrier(comm) == GX_OK, "barrier");
-    if (my_rank == 1) {
+    if (me == 1) {
         for (;;)
             pause(); /* dies inside h_die */
     }
-    if (my_rank == 0) {
+    if (me == 0) {
         /* Fewer slow calls than the target's handler threads (the test sets
          * GX_RPC_THREADS=4), so the call that kills it runs at once. */
         enum { N = 3 };
@@ -380,7 +372,7 @@ static void kill_target(struct gx_comm *comm)
         usleep(1000);
     CHECK(atomic_load(&flag_calls) == nranks - 1, "%d of the %d survivors called this rank",
           atomic_load(&flag_calls), nranks - 1);
-    printf("PASS rank %d: calls to the survivors work\n", my_rank);
+    printf("PASS rank %d: calls to the survivors work\n", me);
     gx_comm_destroy(comm);
     exit(0);
 }
@@ -391,7 +383,7 @@ int main(int argc, char **argv)
     struct gx_comm *comm;
     int rc = gx_comm_init_env(&comm);
     CHECK(rc == GX_OK, "init: %s", gx_strerror(rc));
-    my_rank = gx_comm_rank(comm);
+    me = gx_comm_rank(comm);
     nranks = gx_comm_size(comm);
     const char *mode = argc > 1 ? argv[1] : "basic";
     if (strcmp(mode, "basic") == 0)

@@ -28,17 +28,9 @@
 #include "gx/gx.h"
 #include "win_model.h"
 
-#define CHECK(cond, ...)                                                       \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            fprintf(stderr, "FAIL rank %d line %d: ", my_rank, __LINE__);      \
-            fprintf(stderr, __VA_ARGS__);                                      \
-            fprintf(stderr, " [last error: %s]\n", gx_last_error());           \
-            exit(1);                                                           \
-        }                                                                      \
-    } while (0)
+#include "../../lib/rank_check.h"
 
-static int my_rank = -1, nranks;
+static int me = -1, nranks;
 static size_t max_bytes = 1u << 20;
 
 static void check_paths(struct gx_comm *comm, struct gx_win *win)
@@ -46,7 +38,7 @@ static void check_paths(struct gx_comm *comm, struct gx_win *win)
     const char *want = getenv("WIN_EXPECT_PATH");
     for (int t = 0; want && t < nranks; t++) {
         const char *got = gx_win_path(win, t);
-        const char *exp = t == my_rank ? "self" : want;
+        const char *exp = t == me ? "self" : want;
         CHECK(got && strcmp(got, exp) == 0, "path to rank %d is %s, expected %s (provider %s)",
               t, got ? got : "NULL", exp, gx_comm_peer_provider(comm, t));
     }
@@ -63,7 +55,7 @@ static void run_op(struct gx_win *win, int t, size_t base, const struct wm_op *o
     struct gx_request *req = NULL;
     int rc;
     if (getenv("WIN_TRACE"))
-        fprintf(stderr, "rank %d: op %d%s %zu x %s at %zu of rank %d\n", my_rank, op->kind,
+        fprintf(stderr, "rank %d: op %d%s %zu x %s at %zu of rank %d\n", me, op->kind,
                 op->request ? " (request)" : "", op->count, gx_datatype_name(op->dtype), off, t);
     if (op->kind == WM_PUT)
         rc = op->request ? gx_iput(win, op->data, op->count, op->dtype, t, off, &req)
@@ -97,7 +89,7 @@ static void run_op(struct gx_win *win, int t, size_t base, const struct wm_op *o
  * already has visible to TSan (a no-op otherwise). */
 static void sync_own_window(struct gx_win *win)
 {
-    CHECK(gx_win_flush(win, my_rank) == GX_OK, "flush to itself");
+    CHECK(gx_win_flush(win, me) == GX_OK, "flush to itself");
 }
 
 static void model(struct gx_comm *comm)
@@ -107,25 +99,25 @@ static void model(struct gx_comm *comm)
     size_t wsize = slice * (size_t)nranks;
     uint8_t *mem = malloc(wsize), *got = malloc(slice);
     for (size_t i = 0; i < wsize; i++)
-        mem[i] = wm_initial(my_rank, i);
+        mem[i] = wm_initial(me, i);
     struct gx_win *win;
     CHECK(gx_win_create(comm, mem, wsize, &win) == GX_OK, "win_create");
     check_paths(comm, win);
     struct wm_stream *st = calloc((size_t)nranks, sizeof(*st));
     for (int t = 0; t < nranks; t++) {
-        st[t] = (struct wm_stream){ .rng = 1000003ull * (uint64_t)my_rank + (uint64_t)t,
+        st[t] = (struct wm_stream){ .rng = 1000003ull * (uint64_t)me + (uint64_t)t,
                                     .slice = slice, .max_bytes = max_bytes,
                                     .model = malloc(slice), .scratch = malloc(slice) };
         for (size_t i = 0; i < slice; i++)
-            st[t].model[i] = wm_initial(t, (size_t)my_rank * slice + i);
+            st[t].model[i] = wm_initial(t, (size_t)me * slice + i);
     }
     /* Interleave targets, so operations to several ranks are in flight. */
     for (int i = 0; i < MODEL_OPS; i++) {
         for (int k = 0; k < nranks; k++) {
-            int t = (my_rank + k) % nranks;
+            int t = (me + k) % nranks;
             struct wm_op op;
             wm_next_op(&st[t], &op);
-            run_op(win, t, (size_t)my_rank * slice, &op, st[t].model, got);
+            run_op(win, t, (size_t)me * slice, &op, st[t].model, got);
         }
     }
     CHECK(gx_win_flush(win, GX_WIN_ALL) == GX_OK, "final flush");
@@ -133,11 +125,11 @@ static void model(struct gx_comm *comm)
     sync_own_window(win);
     /* Replay every origin's stream to this rank. */
     for (int o = 0; o < nranks; o++) {
-        struct wm_stream r = { .rng = 1000003ull * (uint64_t)o + (uint64_t)my_rank,
+        struct wm_stream r = { .rng = 1000003ull * (uint64_t)o + (uint64_t)me,
                                .slice = slice, .max_bytes = max_bytes, .model = malloc(slice),
                                .scratch = malloc(slice) };
         for (size_t i = 0; i < slice; i++)
-            r.model[i] = wm_initial(my_rank, (size_t)o * slice + i);
+            r.model[i] = wm_initial(me, (size_t)o * slice + i);
         for (int i = 0; i < MODEL_OPS; i++) {
             struct wm_op op;
             wm_next_op(&r, &op);
@@ -156,7 +148,7 @@ static void model(struct gx_comm *comm)
     free(st);
     free(mem);
     free(got);
-    printf("PASS rank %d: %d operations to each of %d ranks match the model\n", my_rank,
+    printf("PASS rank %d: %d operations to each of %d ranks match the model\n", me,
            MODEL_OPS, nranks);
 }
 
@@ -193,16 +185,16 @@ static void concurrent(struct gx_comm *comm)
     struct gx_request *reqs[4];
     for (int it = 0; it < CITERS; it++) {
         for (int t = 0; t < nranks; t++) {
-            uint64_t rng = (uint64_t)(my_rank * 7919 + t * 104729 + it);
+            uint64_t rng = (uint64_t)(me * 7919 + t * 104729 + it);
             size_t a, n;
             crange(&rng, &a, &n);
             for (size_t i = 0; i < n; i++) {
-                vals[i] = (int64_t)(my_rank + 1) * (it + 1) - (int64_t)i;
-                fv[i] = (double)((my_rank + 1) * (it + 2));
-                f32[i] = (float)(my_rank + it + 1);
-                mx[i] = my_rank * 1000 + it + (int32_t)i;
+                vals[i] = (int64_t)(me + 1) * (it + 1) - (int64_t)i;
+                fv[i] = (double)((me + 1) * (it + 2));
+                f32[i] = (float)(me + it + 1);
+                mx[i] = me * 1000 + it + (int32_t)i;
             }
-            uint64_t one = (uint64_t)(my_rank + 1);
+            uint64_t one = (uint64_t)(me + 1);
             bool req = (it + t) % 2;
             if (req) {
                 CHECK(gx_iaccumulate(win, vals, n, GX_INT64, GX_SUM, t,
@@ -243,7 +235,7 @@ static void concurrent(struct gx_comm *comm)
         e->max[i] = -1;
     for (int o = 0; o < nranks; o++) {
         for (int it = 0; it < CITERS; it++) {
-            uint64_t rng = (uint64_t)(o * 7919 + my_rank * 104729 + it);
+            uint64_t rng = (uint64_t)(o * 7919 + me * 104729 + it);
             size_t a, n;
             crange(&rng, &a, &n);
             for (size_t i = 0; i < n; i++) {
@@ -276,7 +268,7 @@ static void concurrent(struct gx_comm *comm)
     free(fv);
     free(f32);
     free(mx);
-    printf("PASS rank %d: %d ranks' overlapping accumulates are exact\n", my_rank, nranks);
+    printf("PASS rank %d: %d ranks' overlapping accumulates are exact\n", me, nranks);
 }
 
 /* ---- bounds and alignment ----------------------------------------------------- */
@@ -305,7 +297,7 @@ static int op_then_flush(int rc, struct gx_win *win, int t)
 
 static void bounds(struct gx_comm *comm)
 {
-    const size_t wsize = 4096 + 8 * (size_t)my_rank; /* sizes differ per rank */
+    const size_t wsize = 4096 + 8 * (size_t)me; /* sizes differ per rank */
     uint8_t *mem = malloc(wsize + 64);
     memset(mem, 0x5a, wsize + 64);
     struct gx_win *win;
@@ -357,7 +349,7 @@ static void bounds(struct gx_comm *comm)
     CHECK(gx_win_free(win) == GX_OK, "win_free");
     free(mem);
     printf("PASS rank %d: out-of-range and misaligned operations refused, nothing written\n",
-           my_rank);
+           me);
 }
 
 /* ---- freed with operations in flight ---------------------------------------------- */
@@ -402,7 +394,7 @@ static void free_inflight(struct gx_comm *comm)
     free(reqs);
     free(mem);
     free(src);
-    printf("PASS rank %d: window freed with %d operations in flight, all applied\n", my_rank, k);
+    printf("PASS rank %d: window freed with %d operations in flight, all applied\n", me, k);
 }
 
 /* ---- a target killed mid-put ---------------------------------------------------- */
@@ -414,7 +406,7 @@ static void kill_target(struct gx_comm *comm)
     struct gx_win *win;
     CHECK(gx_win_create(comm, mem, n, &win) == GX_OK, "win_create");
     CHECK(gx_barrier(comm) == GX_OK, "barrier");
-    if (my_rank == 1) {
+    if (me == 1) {
         for (int i = 0; i < 20; i++)
             (void)gx_put(win, src, n, GX_UINT8, 0, 0);
         fflush(stdout);
@@ -435,7 +427,7 @@ static void kill_target(struct gx_comm *comm)
           gx_strerror(rc));
     CHECK(strstr(gx_last_error(), "rank 1"), "the error does not name rank 1: %s",
           gx_last_error());
-    printf("PASS rank %d: operations to the killed rank 1 failed: %s\n", my_rank,
+    printf("PASS rank %d: operations to the killed rank 1 failed: %s\n", me,
            gx_last_error());
     gx_comm_destroy(comm);
     exit(0);
@@ -447,7 +439,7 @@ int main(int argc, char **argv)
     struct gx_comm *comm;
     int rc = gx_comm_init_env(&comm);
     CHECK(rc == GX_OK, "init: %s", gx_strerror(rc));
-    my_rank = gx_comm_rank(comm);
+    me = gx_comm_rank(comm);
     nranks = gx_comm_size(comm);
     if (getenv("WIN_MAX_BYTES"))
         max_bytes = strtoull(getenv("WIN_MAX_BYTES"), NULL, 10);
