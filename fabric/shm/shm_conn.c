@@ -129,6 +129,13 @@ static int receive_handover(struct shm_listener *l, struct shm_halfopen *h, stru
         if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
             memcpy(&memfd, CMSG_DATA(c), sizeof(int));
     int rank = h->auth.hello.rank;
+    if (n <= 0) {
+        /* Closed after authenticating: a crossing connection the peer gave
+         * up (the lower rank's wins), or the peer exited. Not malformed. */
+        GX_INFO(GX_SUB_FABRIC, "shm: rank %d closed its connection before the segment handover "
+                "(%s)", rank, n == 0 ? "it gave the connection up or exited" : strerror(errno));
+        return GX_EPROTO;
+    }
     if (n != (ssize_t)sizeof(ho) || memfd < 0 || ho.magic != SHM_SEG_MAGIC ||
         ho.version != SHM_VERSION || ho.seg_size != shm_seg_size()) {
         if (memfd >= 0)
