@@ -131,9 +131,10 @@ void xp_rma_fabric_done(struct gx_xport *x, const struct gx_fab_cqe *e)
         if (p && !p->failed)
             xp_fail_peer(p, e->status, "a one-sided operation failed");
     }
+    int target = op->target; /* op may be freed by its holder once it is done */
     xp_rma_maybe_complete(op);
     if (w && e->status == GX_OK)
-        fabric_kick(w, op->target);
+        fabric_kick(w, target);
 }
 
 /* ---- the active-message path --------------------------------------------- */
