@@ -296,6 +296,17 @@ static void fail_unposted(struct xp_rma_op *op, int status, const char *why)
     xp_rma_maybe_complete(op);
 }
 
+/* A window's own memory: its registrations, per-peer errors, itself. */
+static void win_dispose(struct gx_xport *x, struct xp_win *w)
+{
+    for (int i = 0; i < XP_WIN_DOMAINS; i++)
+        gx_fab_mr_dereg(w->mr[i]);
+    for (int r = 0; w->peers && r < x->size; r++)
+        free(w->peers[r].error_msg);
+    free(w->peers);
+    free(w);
+}
+
 void xp_win_close(struct xp_win *w)
 {
     struct gx_xport *x = w->x;
@@ -327,12 +338,7 @@ void xp_win_close(struct xp_win *w)
             break;
         }
     }
-    for (int i = 0; i < XP_WIN_DOMAINS; i++)
-        gx_fab_mr_dereg(w->mr[i]);
-    for (int r = 0; w->peers && r < x->size; r++)
-        free(w->peers[r].error_msg);
-    free(w->peers);
-    free(w);
+    win_dispose(x, w);
     pthread_mutex_unlock(&x->lock);
 }
 
@@ -349,12 +355,7 @@ void xp_rma_free(struct gx_xport *x)
             unlive(op);
             op->win = NULL;
         }
-        for (int i = 0; i < XP_WIN_DOMAINS; i++)
-            gx_fab_mr_dereg(w->mr[i]);
-        for (int r = 0; w->peers && r < x->size; r++)
-            free(w->peers[r].error_msg);
-        free(w->peers);
-        free(w);
+        win_dispose(x, w);
     }
     free(st);
     x->svc->rma = NULL;

@@ -81,6 +81,21 @@ static void unwait(struct xp_rpc_call *c)
     c->reply_pending = false;
 }
 
+/* Hand a finished call with an on_done callback to the callback thread
+ * (lock held). */
+static void queue_callback(struct xp_rpc_call *c)
+{
+    struct xp_rpc_state *st = c->x->svc->rpc;
+    c->cb_queued = true;
+    c->cb_next = NULL;
+    if (st->cb_tail)
+        st->cb_tail->cb_next = c;
+    else
+        st->cb_head = c;
+    st->cb_tail = c;
+    pthread_cond_broadcast(&st->cond);
+}
+
 static void maybe_complete(struct xp_rpc_call *c)
 {
     if (c->msg_pending || c->body_pending)
@@ -89,17 +104,8 @@ static void maybe_complete(struct xp_rpc_call *c)
         return;
     if (!c->done) {
         c->done = true;
-        if (c->on_done && c->held && !c->cb_queued) {
-            struct xp_rpc_state *st = c->x->svc->rpc;
-            c->cb_queued = true;
-            c->cb_next = NULL;
-            if (st->cb_tail)
-                st->cb_tail->cb_next = c;
-            else
-                st->cb_head = c;
-            st->cb_tail = c;
-            pthread_cond_broadcast(&st->cond);
-        }
+        if (c->on_done && c->held && !c->cb_queued)
+            queue_callback(c);
     }
     if (!c->held && !c->cb_queued) {
         free(c->result);
@@ -235,18 +241,8 @@ static void expire(struct xp_rpc_call *c)
     take_back(c);
     call_fail(c, GX_ETIMEOUT, "no answer within the call's deadline");
     c->done = true; /* its message or a late reply may still be on the wire */
-    bool cb = c->on_done && c->held && !c->cb_queued;
-    if (cb) {
-        struct xp_rpc_state *st = c->x->svc->rpc;
-        c->cb_queued = true;
-        c->cb_next = NULL;
-        if (st->cb_tail)
-            st->cb_tail->cb_next = c;
-        else
-            st->cb_head = c;
-        st->cb_tail = c;
-        pthread_cond_broadcast(&st->cond);
-    }
+    if (c->on_done && c->held && !c->cb_queued)
+        queue_callback(c);
 }
 
 bool xp_rpc_call_done(struct xp_rpc_call *c, int *status, const char **err)
