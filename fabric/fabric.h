@@ -205,7 +205,7 @@ struct gx_fab_ops {
                        const struct gx_fab_rkey *rkey, uint64_t context);
 
     /* Sleeping (waits that yield; gx_fab_cq_wait_fds below). */
-    int (*cq_wait_fds)(struct gx_fab_cq *cq, struct pollfd *fds, int max);
+    int (*cq_wait_fds)(struct gx_fab_cq *cq, struct pollfd *fds, int max, int *nfds);
     void (*cq_wait_done)(struct gx_fab_cq *cq);
 };
 
@@ -414,17 +414,23 @@ static inline int gx_fab_post_atomic(struct gx_fab_ep *ep, enum gx_fab_atomic_op
 
 /**
  * Sleeping until a cq may have work, for a waiting rank that has spun long
- * enough (GX_SPIN_US). Fills up to `max` pollfds that become ready when the
- * cq may have work (its endpoints' sockets, the shm doorbell, listeners and
- * half-open connections bound to it) and returns their count, or
- * GX_INPROGRESS when work is pending already (poll the cq, do not sleep),
- * or GX_EUNSUPPORTED when the provider cannot sleep (dpdk polls a NIC in
- * user space; verbs without a completion channel): keep polling. After the
- * poll() on them, whatever woke it, call gx_fab_cq_wait_done().
+ * enough (GX_SPIN_US). Returns GX_OK with `*nfds` pollfds filled that
+ * become ready when the cq may have work (its endpoints' sockets, the shm
+ * doorbell, a verbs completion channel, listeners and half-open connections
+ * bound to it); GX_INPROGRESS when work is pending already (a poll of the cq
+ * would find a completion: poll it, do not sleep); GX_ENOMEM when more than
+ * `max` fds would be needed; GX_EUNSUPPORTED when the provider cannot sleep
+ * (dpdk polls a NIC in user space; verbs without completion channels). On
+ * the last two, keep polling. The provider looks at its endpoints once more
+ * before it says sleep: GX_OK promises that nothing is pending that no fd
+ * announces (tests/fabric: sleep_wakes). After a GX_OK, and the poll() on
+ * the fds, whatever woke it, call gx_fab_cq_wait_done().
  */
-static inline int gx_fab_cq_wait_fds(struct gx_fab_cq *cq, struct pollfd *fds, int max)
+static inline int gx_fab_cq_wait_fds(struct gx_fab_cq *cq, struct pollfd *fds, int max,
+                                     int *nfds)
 {
-    return cq->dom->ops.cq_wait_fds(cq, fds, max);
+    *nfds = 0;
+    return cq->dom->ops.cq_wait_fds(cq, fds, max, nfds);
 }
 static inline void gx_fab_cq_wait_done(struct gx_fab_cq *cq)
 {

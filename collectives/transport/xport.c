@@ -295,14 +295,17 @@ void gx_xport_wait(struct gx_xport *x, int timeout_ms)
     pthread_mutex_lock(&x->lock);
     if (x->aborted || x->ndoms == 0)
         can_sleep = false;
+    int asked = 0; /* domains whose wait_fds said sleep: each needs its wait_done */
     for (int i = 0; can_sleep && !pending && i < x->ndoms; i++) {
-        int rc = gx_fab_cq_wait_fds(x->doms[i].cq, fds + n, XP_WAIT_FDS - n);
+        int got = 0;
+        int rc = gx_fab_cq_wait_fds(x->doms[i].cq, fds + n, XP_WAIT_FDS - n, &got);
         if (rc == GX_INPROGRESS)
             pending = true;
-        else if (rc < 0)
-            can_sleep = false;
+        else if (rc != GX_OK)
+            can_sleep = false; /* cannot sleep (dpdk), or more fds than fit: nap */
         else
-            n += rc;
+            n += got;
+        asked += rc == GX_OK;
     }
     if (x->npend > 0 && timeout_ms > 1)
         timeout_ms = 1; /* connections being made: establish is polled */
@@ -316,7 +319,7 @@ void gx_xport_wait(struct gx_xport *x, int timeout_ms)
         }
     }
     pthread_mutex_lock(&x->lock);
-    for (int i = 0; i < x->ndoms; i++)
+    for (int i = 0; i < asked; i++)
         gx_fab_cq_wait_done(x->doms[i].cq);
     pthread_mutex_unlock(&x->lock);
 }

@@ -480,7 +480,7 @@ void shm_ep_close(struct gx_fab_ep *base)
 
 /* ---- sleeping ------------------------------------------------------------- */
 
-int shm_cq_wait_fds(struct gx_fab_cq *base, struct pollfd *fds, int max)
+int shm_cq_wait_fds(struct gx_fab_cq *base, struct pollfd *fds, int max, int *nfds)
 {
     struct shm_cq *cq = (struct shm_cq *)base;
     struct gx_fab_swcq *sw = &cq->sw;
@@ -501,21 +501,29 @@ int shm_cq_wait_fds(struct gx_fab_cq *base, struct pollfd *fds, int max)
         return GX_INPROGRESS;
     }
     int n = 0;
-    for (int i = 0; i < sw->neps && n < max; i++) {
+    for (int i = 0; i < sw->neps; i++) {
         struct shm_ep *ep = (struct shm_ep *)sw->eps[i];
-        if (ep->sock >= 0)
-            fds[n++] = (struct pollfd){ .fd = ep->sock, .events = POLLIN };
+        if (ep->sock < 0)
+            continue;
+        if (n == max)
+            goto too_many;
+        fds[n++] = (struct pollfd){ .fd = ep->sock, .events = POLLIN };
     }
     for (int k = 0; k < SHM_CQ_LISTENERS; k++) {
         struct shm_listener *l = cq->lst[k];
         if (!l)
             continue;
-        if (n < max)
-            fds[n++] = (struct pollfd){ .fd = l->fd, .events = POLLIN };
-        for (int i = 0; i < l->nhalf && n < max; i++)
+        if (n + 1 + l->nhalf > max)
+            goto too_many;
+        fds[n++] = (struct pollfd){ .fd = l->fd, .events = POLLIN };
+        for (int i = 0; i < l->nhalf; i++)
             fds[n++] = (struct pollfd){ .fd = l->half[i].fd, .events = POLLIN };
     }
-    return n;
+    *nfds = n;
+    return GX_OK;
+too_many:
+    shm_cq_wait_done(base); /* not sleeping after all: our flags down again */
+    return GX_ENOMEM;
 }
 
 void shm_cq_wait_done(struct gx_fab_cq *base)

@@ -138,7 +138,7 @@ struct tcp_listener {
 };
 
 /* tcp_data.c */
-int tcp_cq_wait_fds(struct gx_fab_cq *cq, struct pollfd *fds, int max);
+int tcp_cq_wait_fds(struct gx_fab_cq *cq, struct pollfd *fds, int max, int *nfds);
 int tcp_ep_alloc(struct tcp_domain *dom, struct tcp_cq *cq, int nstreams, struct tcp_ep **out);
 void tcp_ep_free(struct tcp_ep *ep);
 void tcp_ep_progress(struct gx_fab_ep *ep);

@@ -5,6 +5,7 @@
  * added to the list in CMakeLists.txt).
  */
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <string.h>
 #include <unistd.h>
@@ -276,6 +277,89 @@ static int t_recv_late(struct fab_ctx *c)
     fab_barrier(c);
     gx_fab_ep_close(ep);
     free(buf);
+    return 0;
+}
+
+/* Sleeping until the cq has work (gx_fab_cq_wait_fds, GX_SPIN_US): take one
+ * completion the way a waiting rank does, asleep in poll() on the provider's
+ * fds. The contract: the fds may be slept on only when the cq has no work; a
+ * sleep that ends with none of them ready must find the cq empty. Returns
+ * the completion; *slept_empty counts such sleeps (fine), a cqe found after
+ * one fails the test (a missed wake-up: a waiting rank sleeps out its slice). */
+static struct gx_fab_cqe sleep_wait1(struct fab_ctx *c, int *slept_empty)
+{
+    uint64_t deadline = gx_deadline_after_ms(WAIT_MS);
+    for (;;) {
+        /* Asleep first, as a rank is after the progress pass that posted. */
+        struct gx_fab_cqe e;
+        struct pollfd fds[64];
+        int nfds = 0, ready = 1;
+        int rc = gx_fab_cq_wait_fds(c->cq, fds, 64, &nfds);
+        FAB_CHECK(rc == GX_OK || rc == GX_INPROGRESS, "cq_wait_fds: %s", gx_strerror(rc));
+        if (rc == GX_OK) {
+            FAB_CHECK(nfds > 0 && nfds <= 64, "cq_wait_fds: %d fds to sleep on", nfds);
+            ready = poll(fds, (nfds_t)nfds, 300);
+            gx_fab_cq_wait_done(c->cq);
+        }
+        int n = gx_fab_cq_poll(c->cq, &e, 1);
+        FAB_CHECK(n >= 0, "cq poll: %s", gx_strerror(n));
+        FAB_CHECK(n == 0 || ready > 0, "a %s completion was pending while the provider's fds "
+                  "said sleep (none became ready in 300 ms)", gx_fab_op_name(e.op));
+        if (n == 1)
+            return e;
+        *slept_empty += ready == 0;
+        FAB_CHECK(gx_ms_left(deadline) > 0, "no completion within %d ms of sleeping waits",
+                  WAIT_MS);
+    }
+}
+
+/* Waits that sleep wake for every completion: a send whose bytes left at
+ * the post, a receive posted after its message (and a 0-byte one: nothing
+ * follows its header) arrived, a message that arrives while asleep. */
+static int t_sleep_wakes(struct fab_ctx *c)
+{
+    struct pollfd probe[64];
+    int nprobe = 0, rc = gx_fab_cq_wait_fds(c->cq, probe, 64, &nprobe);
+    if (rc == GX_EUNSUPPORTED) {
+        printf("SKIP: %s cannot sleep on its cq (it polls; GX_SPIN_US does not apply)\n",
+               c->provider);
+        return 77;
+    }
+    if (rc == GX_OK)
+        gx_fab_cq_wait_done(c->cq);
+    struct gx_fab_ep *ep = fab_pair(c, 0, 1);
+    char out[3][64] = { "first", "", "third" }, in[3][64];
+    const size_t len[3] = { 6, 0, 6 };
+    int empty = 0;
+    if (c->rank == 1) {
+        for (int i = 0; i < 2; i++)
+            FAB_OK(gx_fab_post_send(ep, out[i], len[i], NULL, (uint64_t)i, (uint64_t)i));
+        for (int i = 0; i < 2; i++) {
+            struct gx_fab_cqe e = sleep_wait1(c, &empty);
+            FAB_CHECK(e.status == GX_OK && e.op == GX_FAB_OP_SEND, "send %d: %s", i,
+                      gx_strerror(e.status));
+        }
+        fab_barrier(c); /* rank 0 has both; the third goes to a sleeping receiver */
+        usleep(200000);
+        FAB_OK(gx_fab_post_send(ep, out[2], len[2], NULL, 2, 2));
+        struct gx_fab_cqe e = sleep_wait1(c, &empty);
+        FAB_CHECK(e.status == GX_OK && e.context == 2, "send 2: %s", gx_strerror(e.status));
+    } else {
+        FAB_OK(gx_fab_post_recv(ep, in[0], sizeof(in[0]), NULL, 0));
+        usleep(200000); /* both messages are here; the second waits for its receive */
+        for (int i = 0; i < 3; i++) {
+            if (i > 0)
+                FAB_OK(gx_fab_post_recv(ep, in[i], sizeof(in[i]), NULL, (uint64_t)i));
+            struct gx_fab_cqe e = sleep_wait1(c, &empty);
+            FAB_CHECK(e.status == GX_OK && e.op == GX_FAB_OP_RECV && e.context == (uint64_t)i &&
+                          e.len == len[i] && memcmp(in[i], out[i], len[i]) == 0,
+                      "receive %d: %s, len %zu", i, gx_strerror(e.status), e.len);
+            if (i == 1)
+                fab_barrier(c);
+        }
+    }
+    fab_barrier(c);
+    gx_fab_ep_close(ep);
     return 0;
 }
 
@@ -564,6 +648,7 @@ static const struct test tests[] = {
     { "outstanding_1000", 2, t_outstanding_1000 },
     { "ordering", 2, t_ordering },
     { "recv_late", 2, t_recv_late },
+    { "sleep_wakes", 2, t_sleep_wakes },
     { "recv_too_small", 2, t_recv_too_small },
     { "dead_peer", 2, t_dead_peer },
     { "dereg_outstanding", 2, t_dereg_outstanding },
