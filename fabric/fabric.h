@@ -420,8 +420,9 @@ static inline int gx_fab_post_atomic(struct gx_fab_ep *ep, enum gx_fab_atomic_op
  * bound to it); GX_INPROGRESS when work is pending already (a poll of the cq
  * would find a completion: poll it, do not sleep); GX_ENOMEM when more than
  * `max` fds would be needed; GX_EUNSUPPORTED when the provider cannot sleep
- * (dpdk polls a NIC in user space; verbs without completion channels). On
- * the last two, keep polling. The provider looks at its endpoints once more
+ * (dpdk polls a NIC in user space; verbs without completion channels, or
+ * while a send waits for its clear-to-send, which lands in memory with no
+ * event). On the last two, keep polling (with naps). The provider looks at its endpoints once more
  * before it says sleep: GX_OK promises that nothing is pending that no fd
  * announces (tests/fabric: sleep_wakes). After a GX_OK, and the poll() on
  * the fds, whatever woke it, call gx_fab_cq_wait_done().

@@ -16,7 +16,8 @@
 
 GX_PARAM_DEFINE(gx_param_spin_us, "GX_SPIN_US", GX_PARAM_INT, "-1", NULL,
                 "Microseconds a waiting rank polls before it sleeps until its provider has work "
-                "(tcp sockets, the shm doorbell; verbs and dpdk keep polling with short naps). "
+                "(tcp sockets, the shm doorbell, verbs completion channels; dpdk, and verbs while a "
+                "send waits for its clear-to-send, keep polling with short naps). "
                 "0 sleeps at once; -1 (the default, docs/scale.md) never sleeps: spin, yield, "
                 "20-200 us naps. "
                 "With more ranks than CPUs on the host at most 5 us are spun.");

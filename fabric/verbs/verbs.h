@@ -68,6 +68,11 @@ struct gx_verbs_api {
     void (*ack_async_event)(struct ibv_async_event *event);
     const char *(*wc_status_str)(enum ibv_wc_status status);
     const char *(*event_type_str)(enum ibv_event_type type);
+    /* completion channels (sleeping waits, verbs_wait.c); optional */
+    struct ibv_comp_channel *(*create_comp_channel)(struct ibv_context *ctx);
+    int (*destroy_comp_channel)(struct ibv_comp_channel *channel);
+    int (*get_cq_event)(struct ibv_comp_channel *channel, struct ibv_cq **cq, void **cq_context);
+    void (*ack_cq_events)(struct ibv_cq *cq, unsigned int nevents);
 };
 
 /** Load the library once (GX_IBVERBS_LIB or libibverbs.so.1). GX_OK, or
@@ -169,9 +174,11 @@ struct verbs_hwcq {
     struct ibv_cq *cq;
     int cap;                       /* ibv cq entries */
     int reserved;                  /* entries promised to endpoints' QPs */
+    bool armed;                    /* ibv_req_notify_cq'd, its event not taken yet */
 };
 
 #define VERBS_CQ_HW_MAX 64
+#define VERBS_CQ_LISTENERS 4
 
 struct verbs_cq {
     struct gx_fab_swcq sw;         /* output ring + bound endpoints */
@@ -180,6 +187,8 @@ struct verbs_cq {
     int nhw;
     bool no_resize;                /* ibv_resize_cq missing or EOPNOTSUPP */
     uint64_t next_liveness_ns;
+    struct ibv_comp_channel *ch;   /* every ibv_cq's events (verbs_wait.c); NULL: no sleeping */
+    struct gx_fab_listener *lst[VERBS_CQ_LISTENERS]; /* bound to it: their fds wake a sleep */
 };
 
 /* The ibv_cq for an endpoint that may need `need` entries at once (growing
@@ -400,6 +409,14 @@ int verbs_post_write_imm(struct gx_fab_ep *ep, const void *buf, size_t len, stru
 /** Drain `cq`'s hardware queue into its output ring (all entries). */
 int verbs_cq_drain(struct verbs_cq *cq);
 
+/* verbs_wait.c: sleeping until the cq has work (gx_fab_cq_wait_fds). The
+ * channel is made at cq_open when the library has completion channels (its
+ * absence only means waits keep polling); every ibv_cq is created on it. */
+void verbs_wait_channel_open(struct verbs_cq *cq);
+void verbs_wait_channel_close(struct verbs_cq *cq);
+int verbs_cq_wait_fds(struct gx_fab_cq *cq, struct pollfd *fds, int max, int *nfds);
+void verbs_cq_wait_done(struct gx_fab_cq *cq);
+
 /* verbs_cm.c */
 int verbs_listen(struct gx_fab_domain *dom, struct gx_fab_cq *cq, struct gx_fab_listener **out,
                  struct gx_fab_addr *addr_out);
@@ -410,6 +427,11 @@ int verbs_connect(struct gx_fab_domain *dom, struct gx_fab_cq *cq, const struct 
 int verbs_ep_establish(struct gx_fab_ep *ep);
 /** Check the side channels of `cq`'s endpoints (one poll() call). */
 void verbs_cm_liveness(struct verbs_cq *cq);
+/** The fds that wake a sleeping wait on `cq` for connection work and for
+ *  its endpoints' side channels (a peer that dies or fails): listeners,
+ *  half-open connections, established endpoints, the domain's rdmacm
+ *  channel. Their count, or -1 when more than `max`. */
+int verbs_cm_wait_fds(struct verbs_cq *cq, struct pollfd *fds, int max);
 /** Tell the peer why we failed / that we close (best effort, non-blocking). */
 void verbs_cm_notify(struct verbs_ep *ep, int type, int status, int wc_status);
 void verbs_conn_fill(struct verbs_ep *ep, struct gx_verbs_conn *c, int type);

@@ -175,6 +175,13 @@ int verbs_listen(struct gx_fab_domain *base, struct gx_fab_cq *cq, struct gx_fab
     l->base.dom = base;
     l->base.cq = cq;
     l->dom = dom;
+    struct verbs_cq *vcq = (struct verbs_cq *)cq;
+    for (int i = 0; i < VERBS_CQ_LISTENERS; i++) {
+        if (!vcq->lst[i]) {
+            vcq->lst[i] = &l->base; /* a fifth listener on one cq only does not wake a sleep */
+            break;
+        }
+    }
     if (dom->set.cm_rdmacm) {
         rc = verbs_rdmacm_listen(dom, &l->base, &l->cm, &l->cm_port);
         if (rc != GX_OK) {
@@ -203,6 +210,10 @@ static void drop_half(struct verbs_listener *l, int i, bool close_all)
 void verbs_listener_close(struct gx_fab_listener *base)
 {
     struct verbs_listener *l = (struct verbs_listener *)base;
+    struct verbs_cq *vcq = (struct verbs_cq *)base->cq;
+    for (int i = 0; i < VERBS_CQ_LISTENERS; i++)
+        if (vcq->lst[i] == base)
+            vcq->lst[i] = NULL;
     close(l->fd);
     while (l->half.n)
         drop_half(l, 0, true);
@@ -590,4 +601,34 @@ void verbs_cm_liveness(struct verbs_cq *cq)
             if (pfd[i].revents)
                 side_channel_event(eps[i]);
     }
+}
+
+int verbs_cm_wait_fds(struct verbs_cq *cq, struct pollfd *fds, int max)
+{
+    int n = 0;
+    for (int i = 0; i < cq->sw.neps; i++) {
+        struct verbs_ep *ep = (struct verbs_ep *)cq->sw.eps[i];
+        if (ep->state == VEP_ERROR || ep->fd < 0)
+            continue;
+        if (n == max)
+            return -1;
+        fds[n++] = (struct pollfd){ .fd = ep->fd, .events = POLLIN };
+    }
+    for (int k = 0; k < VERBS_CQ_LISTENERS; k++) {
+        struct verbs_listener *l = (struct verbs_listener *)cq->lst[k];
+        if (!l)
+            continue;
+        if (n + 1 + l->half.n > max)
+            return -1;
+        fds[n++] = (struct pollfd){ .fd = l->fd, .events = POLLIN };
+        for (int i = 0; i < l->half.n; i++)
+            fds[n++] = (struct pollfd){ .fd = half_at(l, i)->s.fd, .events = POLLIN };
+    }
+    int cm_fd = verbs_rdmacm_wait_fd(cq->dom);
+    if (cm_fd >= 0) {
+        if (n == max)
+            return -1;
+        fds[n++] = (struct pollfd){ .fd = cm_fd, .events = POLLIN };
+    }
+    return n;
 }

@@ -56,6 +56,10 @@ static const struct sym syms[] = {
     SYM(ack_async_event, "ibv_ack_async_event", "IBVERBS_1.1", true),
     SYM(wc_status_str, "ibv_wc_status_str", "IBVERBS_1.1", true),
     SYM(event_type_str, "ibv_event_type_str", "IBVERBS_1.1", true),
+    SYM(create_comp_channel, "ibv_create_comp_channel", "IBVERBS_1.0", false),
+    SYM(destroy_comp_channel, "ibv_destroy_comp_channel", "IBVERBS_1.0", false),
+    SYM(get_cq_event, "ibv_get_cq_event", "IBVERBS_1.1", false),
+    SYM(ack_cq_events, "ibv_ack_cq_events", "IBVERBS_1.1", false),
 };
 #undef SYM
 

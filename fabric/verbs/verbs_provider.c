@@ -136,12 +136,13 @@ static int verbs_hwcq_add(struct verbs_cq *cq, int want, struct verbs_hwcq **out
                        "entries, above %s's max_cqe %d (lower GX_FAB_QUEUE_DEPTH or "
                        "GX_IB_QPS_PER_CONN)", want, dom->port.dev, dom->dattr.max_cqe);
     struct verbs_hwcq *hw = &cq->hw[cq->nhw];
-    hw->cq = dom->api->create_cq(dom->ctx, want, NULL, NULL, 0);
+    hw->cq = dom->api->create_cq(dom->ctx, want, NULL, cq->ch, 0);
     if (!hw->cq)
         return gx_fail(GX_ENOMEM, GX_SUB_FABRIC, "verbs: ibv_create_cq(%d) on %s failed: %m",
                        want, dom->port.dev);
     hw->cap = hw->cq->cqe >= want ? hw->cq->cqe : want;
     hw->reserved = 0;
+    hw->armed = false;
     cq->nhw++;
     *out = hw;
     return GX_OK;
@@ -194,10 +195,12 @@ static int verbs_cq_open(struct gx_fab_domain *base, struct gx_fab_cq **out)
         return rc;
     }
     cq->dom = dom;
+    verbs_wait_channel_open(cq);
     struct verbs_hwcq *hw;
     rc = verbs_hwcq_add(cq, VERBS_CQ_INITIAL < dom->dattr.max_cqe ? VERBS_CQ_INITIAL
                         : dom->dattr.max_cqe, &hw);
     if (rc != GX_OK) {
+        verbs_wait_channel_close(cq);
         gx_fab_swcq_fini(&cq->sw);
         free(cq);
         return rc;
@@ -215,6 +218,7 @@ static void verbs_cq_close(struct gx_fab_cq *base)
             GX_WARN(GX_SUB_FABRIC, "verbs: ibv_destroy_cq failed: %s (endpoints still open?)",
                     strerror(err));
     }
+    verbs_wait_channel_close(cq);
     gx_fab_swcq_fini(&cq->sw);
     free(cq);
 }
@@ -287,5 +291,7 @@ const struct gx_fab_provider gx_fab_verbs_provider = {
         .post_write = verbs_post_write,
         .post_read = verbs_post_read,
         .post_atomic = verbs_post_atomic,
+        .cq_wait_fds = verbs_cq_wait_fds,
+        .cq_wait_done = verbs_cq_wait_done,
     },
 };

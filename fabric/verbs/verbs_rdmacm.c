@@ -394,6 +394,11 @@ int verbs_rdmacm_accepted(struct verbs_ep *ep)
     return re->ndone == ep->nqps ? GX_OK : GX_INPROGRESS;
 }
 
+int verbs_rdmacm_wait_fd(const struct verbs_domain *dom)
+{
+    return dom->rdmacm ? dom->rdmacm->ch->fd : -1;
+}
+
 /* ---- the event pump -------------------------------------------------------- */
 void verbs_rdmacm_pump(struct verbs_domain *dom)
 {

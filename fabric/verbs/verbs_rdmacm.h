@@ -136,6 +136,8 @@ int verbs_rdmacm_connect_step(struct verbs_ep *ep);
 /** Acceptor: pump CM events (connect requests are matched to pending
  *  endpoints through verbs_listener_find()). */
 void verbs_rdmacm_pump(struct verbs_domain *dom);
+/** The domain's CM event channel fd (a sleeping wait watches it), or -1. */
+int verbs_rdmacm_wait_fd(const struct verbs_domain *dom);
 /** Acceptor: GX_OK when every QP of `ep` was accepted, GX_INPROGRESS, or
  *  the failure recorded for it. */
 int verbs_rdmacm_accepted(struct verbs_ep *ep);

@@ -53,6 +53,7 @@ int verbs_rdmacm_connect_step(struct verbs_ep *ep)
     return GX_EUNSUPPORTED;
 }
 void verbs_rdmacm_pump(struct verbs_domain *dom) { (void)dom; }
+int verbs_rdmacm_wait_fd(const struct verbs_domain *dom) { (void)dom; return -1; }
 int verbs_rdmacm_accepted(struct verbs_ep *ep)
 {
     (void)ep;

@@ -25,6 +25,7 @@ struct fab_ctx {
     const struct gx_fab_provider *prov;
     struct gx_fab_domain *dom;
     struct gx_fab_cq *cq;
+    int slept; /* sleeps on the cq's fds (sleep_wakes) */
 };
 
 typedef int (*fab_test_fn)(struct fab_ctx *c);
