@@ -58,7 +58,7 @@ PY
     # A file cut in the middle of a line (a rank killed while writing): the
     # merge leaves the line out, says so and exits 1.
     mkdir "$dir/cut" && cp "$dir/trace/gx-trace-r0.json" "$dir/cut/"
-    head -c $(( $(stat -c %s "$dir/cut/gx-trace-r0.json") - 300 )) "$dir/trace/gx-trace-r1.json" \
+    head -c $(( $(stat -c %s "$dir/trace/gx-trace-r1.json") - 300 )) "$dir/trace/gx-trace-r1.json" \
         > "$dir/cut/gx-trace-r1.json"
     "$bin/gx-info" --trace "$dir/cut" > "$dir/cut.log"; rc=$?
     cat "$dir/cut.log"
