@@ -7,9 +7,9 @@
 # Two regimes on this machine's CPUs (nproc): one rank per CPU, and 4x
 # oversubscribed (4 ranks per CPU). In each, gx-perf all_reduce at 8 B,
 # 1 KiB and 128 KiB (-n 50 -w 5, -z 1), alternating GX_SPIN_US=-1 (spin,
-# yield and short naps: the old waits) and GX_SPIN_US=50 (spin 50
-# us, then sleep on the provider's events; 5 us when oversubscribed), RUNS
-# times each (default 5), same run, interleaved. Transports: shm = one
+# yield and short naps: the old waits) and gx's default (GX_SPIN_US unset:
+# spin 1000 us, then sleep on the provider's events; 5 us when
+# oversubscribed), RUNS times each (default 5), same run, interleaved. Transports: shm = one
 # node, the shm transport (GX_COLL_SHM=off: the node arena polls memory and
 # does not sleep); tcp = every rank its own node (GX_NODE_ID). Prints the
 # median time per size and the ratio yield/spin (< 1: yielding wins).
@@ -31,9 +31,11 @@ run=$build/bin/gx-run perf=$build/bin/gx-perf
 [ -x "$run" ] && [ -x "$perf" ] || { echo "wait_bench.sh: build $build first" >&2; exit 2; }
 cpus=$(nproc)
 out=$(mktemp /tmp/gx-wait.XXXXXX)
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 one() { # transport ranks spin -> "size time_us" lines
     local t=$1 n=$2 spin=$3
-    local env=(GX_SPIN_US="$spin") # its own line: words of one `local` expand before any is set
+    local env=(-u GX_SPIN_US) # its own line: words of one `local` expand before any is set
+    [ "$spin" = default ] || env+=(GX_SPIN_US="$spin")
     [ "$t" = shm ] && env+=(GX_COLL_SHM=off)
     local cmd="$perf all_reduce -b 8 -e 128K -f 128 -n 50 -w 5 -z 1 -c 0"
     if [ "$t" = tcp ]; then
@@ -46,10 +48,9 @@ for t in $transports; do
     for n in "$cpus" $((4 * cpus)); do
         for i in $(seq "$runs"); do
             for spin in -1 default; do
-                s=$spin; [ "$spin" = default ] && s=$( [ "$n" -gt "$cpus" ] && echo 5 || echo 50 )
-                lines=$(one "$t" "$n" "$s")
+                lines=$(one "$t" "$n" "$spin")
                 if [ -z "$lines" ]; then # a failed job must not pass as a missing figure
-                    echo "wait_bench.sh: $t, $n ranks, GX_SPIN_US=$s: gx-perf printed no figures" >&2
+                    echo "wait_bench.sh: $t, $n ranks, GX_SPIN_US=$spin: gx-perf printed no figures" >&2
                     exit 1
                 fi
                 echo "$lines" | sed "s/^/$t $n $spin /" >>"$out"
@@ -71,7 +72,10 @@ if [ $record -eq 1 ]; then
     f=perf/results/$(date +%Y-%m-%d)-waits.md
     { echo "# Waits that yield vs spin ($(date +%Y-%m-%d))"; echo
       echo "perf/wait_bench.sh -r $runs -t \"$transports\"; $(nproc) CPUs ($(lscpu | sed -n 's/^Model name: *//p')); medians of $runs same-run interleaved runs; time = gx-perf's out-of-place all_reduce time in us; ratio = yield/spin (< 1: yielding wins)."
-      echo; echo '```'; echo "$report"; echo '```'; } >"$f"
+      echo "commit $(git rev-parse --short HEAD 2>/dev/null); load average before: $load_before, after: $(cut -d' ' -f1-3 /proc/loadavg)"
+      echo; echo '```'; echo "$report"; echo '```'
+      echo; echo "Every run (transport ranks waits bytes time_us; waits -1 = spin, default = yield):"
+      echo; echo '```'; cat "$out"; echo '```'; } >"$f"
     echo "recorded $f"
 fi
 rm -f "$out"

@@ -8,6 +8,7 @@
  * MASTER_PORT is torch's store's port: gx's rendezvous takes the next one.
  */
 #include "collectives/comm/comm_env.h"
+#include "collectives/comm/request.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -248,6 +249,8 @@ int comm_setup_resolve(const struct gx_config *cfg, struct comm_setup *s)
             return gx_fail(GX_EINVAL, GX_SUB_INIT, "GX_TIMEOUT=%lld must be 1..604800 s", v);
         s->op_timeout_ms = (int)(v * 1000);
     }
+    if ((rc = gx_spin_check()) != GX_OK)
+        return rc;
     s->boot.listen_fd = -1;
     if (s->boot.rank == 0 && gx_param_is_set(&gx_param_boot_listen_fd)) {
         if ((rc = gx_param_int(&gx_param_boot_listen_fd, &v)) != GX_OK)

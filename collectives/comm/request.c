@@ -14,13 +14,27 @@
 #include "common/log.h"
 #include "common/param.h"
 
-GX_PARAM_DEFINE(gx_param_spin_us, "GX_SPIN_US", GX_PARAM_INT, "-1", NULL,
-                "Microseconds a waiting rank polls before it sleeps until its provider has work "
-                "(tcp sockets, the shm doorbell, verbs completion channels; dpdk, and verbs while a "
-                "send waits for its clear-to-send, keep polling with short naps). "
-                "0 sleeps at once; -1 (the default, docs/scale.md) never sleeps: spin, yield, "
-                "20-200 us naps. "
-                "With more ranks than CPUs on the host at most 5 us are spun.");
+#define SPIN_US_MAX 10000000
+
+GX_PARAM_DEFINE(gx_param_spin_us, "GX_SPIN_US", GX_PARAM_INT, "1000", NULL,
+                "Microseconds a waiting rank polls (spin, yield, 20 us naps) before it sleeps "
+                "until its provider has work (tcp sockets, the shm doorbell, verbs completion "
+                "channels; dpdk, and verbs while a send waits for its clear-to-send, keep "
+                "polling with short naps). Default 1000; with more ranks than CPUs on the host "
+                "at most 5 us are spun. 0 sleeps at once; -1 never sleeps (spin, yield, "
+                "20-200 us naps: the waits before issue 29). docs/scale.md.");
+
+int gx_spin_check(void)
+{
+    long long v;
+    int rc = gx_param_int(&gx_param_spin_us, &v);
+    if (rc != GX_OK)
+        return rc;
+    if (v < -1 || v > SPIN_US_MAX)
+        return gx_fail(GX_EINVAL, GX_SUB_INIT, "GX_SPIN_US=%lld must be -1 (never sleep) or "
+                       "0..%d microseconds", v, SPIN_US_MAX);
+    return GX_OK;
+}
 
 /* Waits shorter than this are spun, longer ones are slept in slices of this
  * at most, so deadlines and failures reported elsewhere are still seen. */
@@ -30,9 +44,9 @@ uint64_t gx_spin_ns(const struct gx_comm *comm)
 {
     static int spin_us = -2; /* read once; every thread may get here first */
     if (__atomic_load_n(&spin_us, __ATOMIC_RELAXED) == -2) {
-        long long v = -1;
-        if (gx_param_int(&gx_param_spin_us, &v) != GX_OK || v < -1 || v > 10000000)
-            v = -1;
+        long long v = 1000; /* gx_spin_check refused a bad value at init */
+        if (gx_param_int(&gx_param_spin_us, &v) != GX_OK || v < -1 || v > SPIN_US_MAX)
+            v = 1000;
         __atomic_store_n(&spin_us, (int)v, __ATOMIC_RELAXED);
     }
     int us = __atomic_load_n(&spin_us, __ATOMIC_RELAXED);

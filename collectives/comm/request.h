@@ -53,6 +53,8 @@ struct gx_request *gx_request_alloc(struct gx_comm *comm, const char *op_name,
  *  of staged buffers when it finishes). */
 void gx_request_step(struct gx_request *req);
 
+/** GX_SPIN_US checked (communicator init): GX_EINVAL naming it when bad. */
+int gx_spin_check(void);
 /** GX_SPIN_US for a rank of `comm`, in ns: how long a waiter polls before
  *  it sleeps on its provider's events; UINT64_MAX never sleeps (-1). */
 uint64_t gx_spin_ns(const struct gx_comm *comm);
