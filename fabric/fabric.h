@@ -206,7 +206,7 @@ struct gx_fab_ops {
 
     /* Sleeping (waits that yield; gx_fab_cq_wait_fds below). */
     int (*cq_wait_fds)(struct gx_fab_cq *cq, struct pollfd *fds, int max, int *nfds);
-    void (*cq_wait_done)(struct gx_fab_cq *cq);
+    void (*cq_wait_done)(struct gx_fab_cq *cq, const struct pollfd *fds, int nfds);
 };
 
 struct gx_fab_provider {
@@ -425,7 +425,8 @@ static inline int gx_fab_post_atomic(struct gx_fab_ep *ep, enum gx_fab_atomic_op
  * event). On the last two, keep polling (with naps). The provider looks at its endpoints once more
  * before it says sleep: GX_OK promises that nothing is pending that no fd
  * announces (tests/fabric: sleep_wakes). After a GX_OK, and the poll() on
- * the fds, whatever woke it, call gx_fab_cq_wait_done().
+ * the fds, whatever woke it, call gx_fab_cq_wait_done() with the fds this
+ * cq filled and their revents: a provider reads what woke it only there.
  */
 static inline int gx_fab_cq_wait_fds(struct gx_fab_cq *cq, struct pollfd *fds, int max,
                                      int *nfds)
@@ -433,9 +434,9 @@ static inline int gx_fab_cq_wait_fds(struct gx_fab_cq *cq, struct pollfd *fds, i
     *nfds = 0;
     return cq->dom->ops.cq_wait_fds(cq, fds, max, nfds);
 }
-static inline void gx_fab_cq_wait_done(struct gx_fab_cq *cq)
+static inline void gx_fab_cq_wait_done(struct gx_fab_cq *cq, const struct pollfd *fds, int nfds)
 {
-    cq->dom->ops.cq_wait_done(cq);
+    cq->dom->ops.cq_wait_done(cq, fds, nfds);
 }
 
 /**

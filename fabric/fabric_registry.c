@@ -82,7 +82,7 @@ static int stub_post_atomic(struct gx_fab_ep *e, enum gx_fab_atomic_op op, uint6
 
 static int stub_cq_wait_fds(struct gx_fab_cq *c, struct pollfd *f, int m, int *n)
 { return GX_EUNSUPPORTED; }
-static void stub_cq_wait_done(struct gx_fab_cq *c) {}
+static void stub_cq_wait_done(struct gx_fab_cq *c, const struct pollfd *f, int n) {}
 
 static const struct gx_fab_ops stub_ops = {
     .probe = stub_probe,

@@ -296,6 +296,7 @@ void gx_xport_wait(struct gx_xport *x, int timeout_ms)
     if (x->aborted || x->ndoms == 0)
         can_sleep = false;
     int asked = 0; /* domains whose wait_fds said sleep: each needs its wait_done */
+    int first[2] = { 0, 0 }, count[2] = { 0, 0 }; /* each domain's fds */
     for (int i = 0; can_sleep && !pending && i < x->ndoms; i++) {
         int got = 0;
         int rc = gx_fab_cq_wait_fds(x->doms[i].cq, fds + n, XP_WAIT_FDS - n, &got);
@@ -303,24 +304,26 @@ void gx_xport_wait(struct gx_xport *x, int timeout_ms)
             pending = true;
         else if (rc != GX_OK)
             can_sleep = false; /* cannot sleep (dpdk), or more fds than fit: nap */
-        else
-            n += got;
+        first[i] = n;
+        count[i] = rc == GX_OK ? got : 0;
+        n += count[i];
         asked += rc == GX_OK;
     }
     if (x->npend > 0 && timeout_ms > 1)
         timeout_ms = 1; /* connections being made: establish is polled */
     pthread_mutex_unlock(&x->lock);
+    bool polled = false;
     if (!pending) {
         if (can_sleep) {
-            (void)poll(fds, (nfds_t)n, timeout_ms);
+            polled = poll(fds, (nfds_t)n, timeout_ms) > 0;
         } else {
             struct timespec ts = { 0, 50000 };
             nanosleep(&ts, NULL);
         }
     }
     pthread_mutex_lock(&x->lock);
-    for (int i = 0; i < asked; i++)
-        gx_fab_cq_wait_done(x->doms[i].cq);
+    for (int i = 0; i < asked; i++) /* revents only if the poll returned them */
+        gx_fab_cq_wait_done(x->doms[i].cq, fds + first[i], polled ? count[i] : 0);
     pthread_mutex_unlock(&x->lock);
 }
 

@@ -187,7 +187,7 @@ struct shm_listener {
 
 /* shm_data.c */
 int shm_cq_wait_fds(struct gx_fab_cq *cq, struct pollfd *fds, int max, int *nfds);
-void shm_cq_wait_done(struct gx_fab_cq *cq);
+void shm_cq_wait_done(struct gx_fab_cq *cq, const struct pollfd *fds, int nfds);
 int shm_ep_alloc(struct shm_domain *dom, struct shm_cq *cq, struct shm_ep **out);
 void shm_ep_free(struct shm_ep *ep);
 void shm_ep_progress(struct gx_fab_ep *ep);

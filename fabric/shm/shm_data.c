@@ -497,7 +497,7 @@ int shm_cq_wait_fds(struct gx_fab_cq *base, struct pollfd *fds, int max, int *nf
     for (int i = 0; i < sw->neps; i++)
         sw->progress(sw->eps[i]);
     if (sw->head != sw->tail) {
-        shm_cq_wait_done(base);
+        shm_cq_wait_done(base, NULL, 0);
         return GX_INPROGRESS;
     }
     int n = 0;
@@ -522,24 +522,31 @@ int shm_cq_wait_fds(struct gx_fab_cq *base, struct pollfd *fds, int max, int *nf
     *nfds = n;
     return GX_OK;
 too_many:
-    shm_cq_wait_done(base); /* not sleeping after all: our flags down again */
+    shm_cq_wait_done(base, NULL, 0); /* not sleeping after all: our flags down again */
     return GX_ENOMEM;
 }
 
-void shm_cq_wait_done(struct gx_fab_cq *base)
+/* Our flags down; then drain the wake-up bytes of the sockets the poll found
+ * readable (fds: what shm_cq_wait_fds filled, with revents; none when it did
+ * not sleep: a byte sent meanwhile wakes the next sleep, which drains it). */
+void shm_cq_wait_done(struct gx_fab_cq *base, const struct pollfd *fds, int nfds)
 {
     struct gx_fab_swcq *sw = &((struct shm_cq *)base)->sw;
+    int k = 0; /* fds[k]: the next endpoint socket, in shm_cq_wait_fds' order */
     for (int i = 0; i < sw->neps; i++) {
         struct shm_ep *ep = (struct shm_ep *)sw->eps[i];
+        bool polled = ep->sock >= 0 && k < nfds && fds[k].fd == ep->sock;
+        bool readable = polled && (fds[k].revents & (POLLIN | POLLHUP | POLLERR));
+        k += polled;
         if (ep->state != SHM_ESTABLISHED)
             continue;
         __atomic_store_n(&ep->seg->sleeping[ep->in_ring], 0, __ATOMIC_RELAXED);
+        if (!readable)
+            continue;
         /* Drain wake-up bytes; an end of stream is the liveness check's. */
         char buf[64];
-        ssize_t got = recv(ep->sock, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
-        if (got > 0)
-            (void)recv(ep->sock, buf, (size_t)got, MSG_DONTWAIT);
-        else if (got == 0)
+        ssize_t got = recv(ep->sock, buf, sizeof(buf), MSG_DONTWAIT);
+        if (got == 0)
             ep->live_next_ns = 0; /* look at it on the next progress */
     }
 }

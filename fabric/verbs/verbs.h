@@ -415,7 +415,7 @@ int verbs_cq_drain(struct verbs_cq *cq);
 void verbs_wait_channel_open(struct verbs_cq *cq);
 void verbs_wait_channel_close(struct verbs_cq *cq);
 int verbs_cq_wait_fds(struct gx_fab_cq *cq, struct pollfd *fds, int max, int *nfds);
-void verbs_cq_wait_done(struct gx_fab_cq *cq);
+void verbs_cq_wait_done(struct gx_fab_cq *cq, const struct pollfd *fds, int nfds);
 
 /* verbs_cm.c */
 int verbs_listen(struct gx_fab_domain *dom, struct gx_fab_cq *cq, struct gx_fab_listener **out,

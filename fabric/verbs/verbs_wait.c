@@ -104,10 +104,12 @@ int verbs_cq_wait_fds(struct gx_fab_cq *base, struct pollfd *fds, int max, int *
     return GX_OK;
 }
 
-void verbs_cq_wait_done(struct gx_fab_cq *base)
+void verbs_cq_wait_done(struct gx_fab_cq *base, const struct pollfd *fds, int nfds)
 {
     struct verbs_cq *cq = (struct verbs_cq *)base;
-    if (!cq->ch)
+    /* fds[0] is the channel (verbs_cq_wait_fds): nothing to take unless it
+     * became readable. */
+    if (!cq->ch || nfds < 1 || !(fds[0].revents & POLLIN))
         return;
     const struct gx_verbs_api *api = cq->dom->api;
     struct ibv_cq *ev_cq;

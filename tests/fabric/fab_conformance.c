@@ -303,7 +303,7 @@ static struct gx_fab_cqe sleep_wait1(struct fab_ctx *c, int *slept_empty)
             FAB_CHECK(nfds > 0 && nfds <= 64, "cq_wait_fds: %d fds to sleep on", nfds);
             c->slept++;
             ready = poll(fds, (nfds_t)nfds, 300);
-            gx_fab_cq_wait_done(c->cq);
+            gx_fab_cq_wait_done(c->cq, fds, ready > 0 ? nfds : 0);
         }
         int n = gx_fab_cq_poll(c->cq, &e, 1);
         FAB_CHECK(n >= 0, "cq poll: %s", gx_strerror(n));
@@ -332,7 +332,7 @@ static int t_sleep_wakes(struct fab_ctx *c)
         return 77;
     }
     if (rc == GX_OK)
-        gx_fab_cq_wait_done(c->cq);
+        gx_fab_cq_wait_done(c->cq, probe, 0);
     struct gx_fab_ep *ep = fab_pair(c, 0, 1);
     char out[3][64] = { "first", "", "third" }, in[3][64];
     const size_t len[3] = { 6, 0, 6 };
