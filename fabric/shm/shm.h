@@ -29,7 +29,7 @@
 
 #define SHM_SEG_MAGIC 0x53485847u  /* "GXHS" */
 #define SHM_ADDR_MAGIC 0x41485847u /* "GXHA" */
-#define SHM_VERSION 2
+#define SHM_VERSION 3 /* 3: the handover carries the two doorbell eventfds */
 #define SHM_NSLOTS 256u
 #define SHM_SLOT_SIZE 4096u
 #define SHM_CACHELINE 64
@@ -68,7 +68,8 @@ struct shm_seg {
     _Alignas(SHM_CACHELINE) struct shm_ring_ctl ctl[2]; /* [0] connector->acceptor */
     /* Doorbell: sleeping[i] is set by the side that consumes ring i while it
      * sleeps in poll(); the other side, after it moved a head or a tail,
-     * clears it and writes one byte to the unix socket to wake it. */
+     * clears it and rings that side's eventfd (bell i, made by the connector
+     * and handed over with the segment) to wake it. */
     _Alignas(SHM_CACHELINE) uint32_t sleeping[2];
     /* then slots of ring 0, slots of ring 1 */
 };
@@ -156,6 +157,8 @@ struct shm_ep {
     uint64_t deadline;
     struct shm_addr peer_addr;
     int memfd;              /* connector: sent at establish, then closed */
+    int bell[2];            /* eventfds: bell[i] wakes the consumer of ring i; we
+                               sleep on bell[in_ring] and ring bell[out_ring] */
     bool peer_gone;
     uint32_t depth;
     /* sends/writes: posted [tx_done, tx_post), pushed into the ring up to tx_pushed */

@@ -1,13 +1,15 @@
 /*
  * shm_conn.c - shm connection set-up: an abstract unix socket per listener,
  * the job-key handshake, and the memfd segment handed from connector to
- * acceptor with SCM_RIGHTS. The acceptor side never blocks.
+ * acceptor with SCM_RIGHTS, with the two doorbell eventfds (the connector
+ * makes both: the handshake needs no answer). The acceptor never blocks.
  */
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -117,17 +119,22 @@ static int map_segment(int memfd, struct shm_seg **out)
 static int receive_handover(struct shm_listener *l, struct shm_halfopen *h, struct gx_fab_ep **out)
 {
     struct shm_handover ho;
-    char cbuf[CMSG_SPACE(sizeof(int))];
+    char cbuf[CMSG_SPACE(3 * sizeof(int))];
     struct iovec iov = { &ho, sizeof(ho) };
     struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
                          .msg_controllen = sizeof(cbuf) };
     ssize_t n = recvmsg(h->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
         return GX_INPROGRESS;
-    int memfd = -1;
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
-        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
-            memcpy(&memfd, CMSG_DATA(c), sizeof(int));
+    int fds[3] = { -1, -1, -1 }; /* the segment, bell 0, bell 1 */
+    int nfds = 0;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+            continue;
+        nfds = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+        memcpy(fds, CMSG_DATA(c), (size_t)(nfds < 3 ? nfds : 3) * sizeof(int));
+    }
+    int memfd = fds[0];
     int rank = h->auth.hello.rank;
     if (n <= 0) {
         /* Closed after authenticating: a crossing connection the peer gave
@@ -136,10 +143,11 @@ static int receive_handover(struct shm_listener *l, struct shm_halfopen *h, stru
                 "(%s)", rank, n == 0 ? "it gave the connection up or exited" : strerror(errno));
         return GX_EPROTO;
     }
-    if (n != (ssize_t)sizeof(ho) || memfd < 0 || ho.magic != SHM_SEG_MAGIC ||
+    if (n != (ssize_t)sizeof(ho) || nfds != 3 || ho.magic != SHM_SEG_MAGIC ||
         ho.version != SHM_VERSION || ho.seg_size != shm_seg_size()) {
-        if (memfd >= 0)
-            close(memfd);
+        for (int i = 0; i < 3; i++)
+            if (fds[i] >= 0)
+                close(fds[i]);
         GX_WARN(GX_SUB_FABRIC, "shm: dropped connection from rank %d: malformed segment "
                 "handover (another gx version?)", rank);
         return GX_EPROTO;
@@ -147,17 +155,19 @@ static int receive_handover(struct shm_listener *l, struct shm_halfopen *h, stru
     struct shm_seg *seg;
     int rc = map_segment(memfd, &seg);
     close(memfd);
-    if (rc != GX_OK) {
+    struct shm_ep *ep = NULL;
+    if (rc != GX_OK)
         GX_WARN(GX_SUB_FABRIC, "shm: dropped connection from rank %d: cannot map its segment "
                 "(%s)", rank, gx_strerror(rc));
-        return rc;
-    }
-    struct shm_ep *ep;
-    rc = shm_ep_alloc(l->dom, (struct shm_cq *)l->base.cq, &ep);
-    if (rc != GX_OK) {
+    else if ((rc = shm_ep_alloc(l->dom, (struct shm_cq *)l->base.cq, &ep)) != GX_OK)
         munmap(seg, shm_seg_size());
+    if (rc != GX_OK) {
+        close(fds[1]);
+        close(fds[2]);
         return rc;
     }
+    ep->bell[0] = fds[1];
+    ep->bell[1] = fds[2];
     ep->seg = seg;
     ep->sock = h->fd;
     ep->peer_pid = ho.pid;
@@ -269,6 +279,11 @@ static int create_segment(struct shm_ep *ep)
     ep->seg->slot_size = SHM_SLOT_SIZE;
     ep->out_ring = 0;
     ep->in_ring = 1;
+    for (int i = 0; i < 2; i++) {
+        ep->bell[i] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (ep->bell[i] < 0)
+            return gx_fail(GX_ESYSTEM, GX_SUB_FABRIC, "shm: eventfd for a doorbell failed: %m");
+    }
     return GX_OK;
 }
 
@@ -338,7 +353,7 @@ static int send_handover(struct shm_ep *ep)
     struct shm_handover ho = { .magic = SHM_SEG_MAGIC, .version = SHM_VERSION, .pid = getpid(),
                                .nslots = SHM_NSLOTS, .slot_size = SHM_SLOT_SIZE,
                                .seg_size = shm_seg_size() };
-    char cbuf[CMSG_SPACE(sizeof(int))];
+    char cbuf[CMSG_SPACE(3 * sizeof(int))];
     memset(cbuf, 0, sizeof(cbuf));
     struct iovec iov = { &ho, sizeof(ho) };
     struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
@@ -346,8 +361,9 @@ static int send_handover(struct shm_ep *ep)
     struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(c), &ep->memfd, sizeof(int));
+    c->cmsg_len = CMSG_LEN(3 * sizeof(int));
+    int fds[3] = { ep->memfd, ep->bell[0], ep->bell[1] }; /* both bells: the acceptor's too */
+    memcpy(CMSG_DATA(c), fds, sizeof(fds));
     /* A fresh unix socket has room for 40 bytes: this does not block. */
     if (sendmsg(ep->sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)sizeof(ho))
         return gx_fail(GX_EPEER, GX_SUB_FABRIC, "shm: handing the segment to %s failed: %m",
