@@ -8,8 +8,7 @@
 # oversubscribed (4 ranks per CPU). In each, gx-perf all_reduce at 8 B,
 # 1 KiB and 128 KiB (-n 50 -w 5, -z 1), alternating GX_SPIN_US=-1 (spin,
 # yield and short naps: the old waits) and gx's default (GX_SPIN_US unset:
-# spin 1000 us, then sleep on the provider's events; 5 us when
-# oversubscribed), RUNS times each (default 5), same run, interleaved. Transports: shm = one
+# poll 1000 us, then sleep on the provider's events), RUNS times each (default 5), same run, interleaved. Transports: shm = one
 # node, the shm transport (GX_COLL_SHM=off: the node arena polls memory and
 # does not sleep); tcp = every rank its own node (GX_NODE_ID). Prints the
 # median time per size and the ratio yield/spin (< 1: yielding wins).

@@ -20,8 +20,8 @@ GX_PARAM_DEFINE(gx_param_spin_us, "GX_SPIN_US", GX_PARAM_INT, "1000", NULL,
                 "Microseconds a waiting rank polls (spin, yield, 20 us naps) before it sleeps "
                 "until its provider has work (tcp sockets, the shm doorbell, verbs completion "
                 "channels; dpdk, and verbs while a send waits for its clear-to-send, keep "
-                "polling with short naps). Default 1000; with more ranks than CPUs on the host "
-                "at most 5 us are spun. 0 sleeps at once; -1 never sleeps (spin, yield, "
+                "polling with short naps). Default 1000 (with more ranks than CPUs on the host the "
+                "poll yields the CPU at once and naps). 0 sleeps at once; -1 never sleeps (spin, yield, "
                 "20-200 us naps: the waits before issue 29). docs/scale.md.");
 
 int gx_spin_check(void)
@@ -50,10 +50,9 @@ uint64_t gx_spin_ns(const struct gx_comm *comm)
         __atomic_store_n(&spin_us, (int)v, __ATOMIC_RELAXED);
     }
     int us = __atomic_load_n(&spin_us, __ATOMIC_RELAXED);
+    (void)comm; /* oversubscribed or not: its poll phase yields the CPU at once already */
     if (us < 0)
         return UINT64_MAX;
-    if (comm && comm->oversubscribed && us > 5)
-        us = 5;
     return (uint64_t)us * 1000;
 }
 
