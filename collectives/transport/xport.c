@@ -11,10 +11,13 @@
  * nodes when there are several nodes.
  */
 #include <poll.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "collectives/comm/comm_internal.h"
 #include "collectives/transport/xport_am.h"
@@ -135,6 +138,7 @@ int gx_xport_open(struct gx_comm *c, struct gx_xport **out)
         return gx_fail(GX_ENOMEM, GX_SUB_COLL, "transport: out of memory");
     }
     pthread_mutex_init(&x->lock, NULL);
+    x->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); /* -1: sleepers are not woken early */
     x->comm = c;
     x->rank = c->rank;
     x->size = c->size;
@@ -246,6 +250,8 @@ void gx_xport_close(struct gx_xport *x)
     }
     pthread_mutex_unlock(&x->lock);
     pthread_mutex_destroy(&x->lock);
+    if (x->wake_fd >= 0)
+        close(x->wake_fd);
     free(x->peers);
     free(x->addrs);
     free(x->pend);
@@ -258,11 +264,15 @@ int xp_progress_locked(struct gx_xport *x)
     if (x->aborted)
         return GX_OK;
     xp_conn_progress(x);
-    for (int i = 0; i < x->ndoms; i++) {
+    const uint64_t polled_before = __atomic_load_n(&x->polled, __ATOMIC_RELAXED);
+    int rc = GX_OK;
+    for (int i = 0; rc == GX_OK && i < x->ndoms; i++) {
         for (;;) {
             int n = gx_fab_cq_poll(x->doms[i].cq, cqes, 32);
-            if (n < 0)
-                return n;
+            if (n < 0) {
+                rc = n;
+                break;
+            }
             if (n > 0)
                 __atomic_add_fetch(&x->polled, (uint64_t)n, __ATOMIC_RELAXED);
             for (int k = 0; k < n; k++) {
@@ -274,7 +284,12 @@ int xp_progress_locked(struct gx_xport *x)
                 break;
         }
     }
-    return GX_OK;
+    if (x->sleepers > 0 && x->wake_fd >= 0 &&
+        __atomic_load_n(&x->polled, __ATOMIC_RELAXED) != polled_before) {
+        uint64_t one = 1; /* a thread asleep in gx_xport_wait: its work may be among them */
+        (void)!write(x->wake_fd, &one, sizeof(one));
+    }
+    return rc;
 }
 
 int gx_xport_progress(struct gx_xport *x)
@@ -311,6 +326,12 @@ void gx_xport_wait(struct gx_xport *x, int timeout_ms)
     }
     if (x->npend > 0 && timeout_ms > 1)
         timeout_ms = 1; /* connections being made: establish is polled */
+    int wake_at = -1; /* fds[wake_at]: the in-process wake-up (x->wake_fd) */
+    if (can_sleep && !pending && x->wake_fd >= 0 && n < XP_WAIT_FDS) {
+        wake_at = n;
+        fds[n++] = (struct pollfd){ .fd = x->wake_fd, .events = POLLIN };
+    }
+    x->sleepers += wake_at >= 0;
     pthread_mutex_unlock(&x->lock);
     bool polled = false;
     if (!pending) {
@@ -324,6 +345,12 @@ void gx_xport_wait(struct gx_xport *x, int timeout_ms)
     pthread_mutex_lock(&x->lock);
     for (int i = 0; i < asked; i++) /* revents only if the poll returned them */
         gx_fab_cq_wait_done(x->doms[i].cq, fds + first[i], polled ? count[i] : 0);
+    if (wake_at >= 0) {
+        x->sleepers--;
+        uint64_t v;
+        if (polled && (fds[wake_at].revents & POLLIN))
+            (void)!read(x->wake_fd, &v, sizeof(v)); /* resets it */
+    }
     pthread_mutex_unlock(&x->lock);
 }
 

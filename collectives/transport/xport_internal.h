@@ -128,6 +128,14 @@ struct gx_xport {
     struct xp_svc *svc;                          /* windows and remote calls (xport_am.h),
                                                     made on first use */
     uint64_t polled;                             /* completions taken so far (atomic) */
+    /* Waits that yield with two threads on one transport (a caller asleep
+     * in gx_xport_wait while the remote-call poller or the collectives'
+     * progress thread takes completions): the sleeper polls wake_fd too,
+     * and a progress pass that took completions while sleepers > 0 writes
+     * it; the fabric fds alone miss it (a tcp socket another thread read
+     * is no longer readable). Both under lock; wake_fd -1: no eventfd. */
+    int wake_fd;
+    int sleepers;
 };
 
 /* An operation's protocol state (xp_op.state). */
