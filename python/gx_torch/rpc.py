@@ -13,7 +13,7 @@ Provided: init_rpc (under gx-run, torchrun or any launcher gx_comm_init_env
 reads; else MASTER_ADDR/MASTER_PORT with rank and world_size), rpc_sync,
 rpc_async, remote, RRef (to_here, owner, owner_name, is_owner, local_value,
 confirmed_by_owner, rpc_sync/rpc_async/remote proxies), get_worker_info,
-WorkerInfo, shutdown(graceful). The callable and its arguments are pickled,
+WorkerInfo, shutdown(graceful), functions.async_execution. The callable and its arguments are pickled,
 except plain CPU tensors, which travel as raw bytes after the pickle
 (_rpc_wire.py), and run by one of the target's gx handler threads; an exception raised there is
 raised again by the caller's wait. Every call has a deadline (timeout in
@@ -28,9 +28,12 @@ its owner until shutdown), and TensorPipe's device maps.
 """
 
 import ctypes
+import functools
 import itertools
 import os
 import threading
+import time
+import types
 
 import torch
 
@@ -78,6 +81,7 @@ class _State:
         self.pending = {}        # call number -> (future, args buffer)
         self.seq = itertools.count(1)
         self.owned = {}          # rref id -> value (this rank owns it)
+        self.owned_cv = threading.Condition(self.lock)
         self.handler = _HANDLER(_serve)
         self.on_done = _ON_DONE(_done)
 
@@ -119,20 +123,81 @@ def _serve(ctx, args, length, user):
     return 0
 
 
+class _Failed:
+    """An RRef whose creation raised: its users get the exception."""
+
+    def __init__(self, exc):
+        self.exc = exc
+
+
+def _is_async(fn):
+    """Marked by rpc.functions.async_execution (ours or torch's)."""
+    return (getattr(fn, "_gx_async_execution", False) or
+            getattr(fn, "_wrapped_async_rpc_function", None) is not None)
+
+
+def _invoke(fn, args, kwargs):
+    value = fn(*args, **kwargs)
+    if _is_async(fn):  # its Future's value is the result; this thread waits for it
+        value = value.wait()
+    return value
+
+
+def _owned(rid, timeout=_DEFAULT_TIMEOUT_S):
+    """The value of an RRef this rank owns. A reference can arrive before
+    the remote() that creates its value has run here (the creator passed it
+    on at once, as torch allows): wait for it, up to the deadline."""
+    end = time.monotonic() + timeout
+    with _st.owned_cv:
+        while rid not in _st.owned:
+            left = end - time.monotonic()
+            if left <= 0:
+                raise RuntimeError(f"gx_torch.rpc: the value of RRef {rid} was not created on "
+                                   f"rank {_st.rank} within {timeout:.0f} s")
+            _st.owned_cv.wait(left)
+        value = _st.owned[rid]
+    if isinstance(value, _Failed):
+        raise value.exc
+    return value
+
+
 def _run(kind, payload, caller):
     if kind == "call":
         fn, args, kwargs = payload
-        return fn(*args, **kwargs)
+        return _invoke(fn, args, kwargs)
     if kind == "rref_new":
         rid, fn, args, kwargs = payload
-        _st.owned[rid] = fn(*args, **kwargs)
+        try:
+            value = _invoke(fn, args, kwargs)
+        except BaseException as e:
+            value = _Failed(e)
+        with _st.owned_cv:
+            _st.owned[rid] = value
+            _st.owned_cv.notify_all()
+        if isinstance(value, _Failed):
+            raise value.exc
         return None
     if kind == "rref_get":
-        return _st.owned[payload]
+        return _owned(payload)
     if kind == "rref_method":
         rid, name, args, kwargs = payload
-        return getattr(_st.owned[rid], name)(*args, **kwargs)
+        return _invoke(getattr(_owned(rid), name), args, kwargs)
     raise ValueError(f"gx_torch.rpc: unknown request kind {kind!r} from rank {caller}")
+
+
+def _async_execution(fn):
+    """rpc.functions.async_execution: fn returns a torch Future and the
+    call's result is that Future's value. The target's handler thread waits
+    for it (gx's C handlers answer before they return), so each such call
+    still pending holds one of the target's GX_RPC_THREADS (docs/rpc.md)."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return fn(*args, **kwargs)
+    wrapper._gx_async_execution = True
+    return wrapper
+
+
+functions = types.SimpleNamespace(async_execution=_async_execution)
 
 
 def _done(req, user):
@@ -230,7 +295,7 @@ class RRef:
             raise RuntimeError(f"gx_torch.rpc: local_value() on rank {_st.rank}, whose owner is "
                                f"rank {self._owner}")
         self._created.wait()
-        return _st.owned[self._rid]
+        return _owned(self._rid)
 
     def to_here(self, timeout=-1.0):
         self._created.wait()
@@ -307,7 +372,16 @@ def init_rpc(name, backend=None, rank=-1, world_size=None, rpc_backend_options=N
     st = _State()
     st.lib = lib
     handle = ctypes.c_void_p()
-    if rank is None or rank < 0 or world_size is None:
+    env_rank, env_size = os.environ.get("GX_RANK"), os.environ.get("GX_SIZE")
+    if rank is None or rank < 0 or world_size is None or (env_rank is not None and
+                                                          env_size is not None):
+        # a launcher's job (gx-run sets GX_RANK/GX_SIZE): its rendezvous, even
+        # when rank and world_size are given as torch's init_rpc needs them
+        if rank is not None and rank >= 0 and env_rank is not None and int(env_rank) != rank:
+            raise ValueError(f"gx_torch.rpc: init_rpc(rank={rank}) but GX_RANK is {env_rank}")
+        if world_size is not None and env_size is not None and int(env_size) != world_size:
+            raise ValueError(f"gx_torch.rpc: init_rpc(world_size={world_size}) but GX_SIZE is "
+                             f"{env_size}")
         gx.check(lib, "gx_torch.rpc: gx_comm_init_env", lib.gx_comm_init_env(ctypes.byref(handle)))
     else:
         cfg = gx.GxConfig.init()
