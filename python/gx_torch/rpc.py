@@ -14,8 +14,8 @@ reads; else MASTER_ADDR/MASTER_PORT with rank and world_size), rpc_sync,
 rpc_async, remote, RRef (to_here, owner, owner_name, is_owner, local_value,
 confirmed_by_owner, rpc_sync/rpc_async/remote proxies), get_worker_info,
 WorkerInfo, shutdown(graceful), functions.async_execution. The callable and its arguments are pickled,
-except plain CPU tensors, which travel as raw bytes after the pickle
-(_rpc_wire.py), and run by one of the target's gx handler threads; an exception raised there is
+except plain CPU tensors, which travel as raw bytes after the pickle, copied
+once on each side (_rpc_wire.py), and run by one of the target's gx handler threads; an exception raised there is
 raised again by the caller's wait. Every call has a deadline (timeout in
 seconds, as torch's; default 60 s); a dead target fails the call naming its
 rank. Calls are accepted only over the job's connections, each of which
@@ -109,17 +109,16 @@ def _declare(lib):
 def _serve(ctx, args, length, user):
     """The C handler: runs one pickled request on a gx handler thread."""
     try:
-        kind, payload = wire.loads(ctypes.string_at(args, length))
+        kind, payload = wire.unpack(args, length)  # tensors copied out of gx's buffer
         caller = _st.lib.gx_rpc_caller(ctx)
         value = _run(kind, payload, caller)
-        out = wire.dumps((True, value))
+        out = wire.pack((True, value))
     except BaseException as e:  # the caller's wait raises it
         try:
-            out = wire.dumps((False, e))
+            out = wire.pack((False, e))
         except Exception:
-            out = wire.dumps((False, RuntimeError(f"{type(e).__name__}: {e}")))
-    buf = ctypes.create_string_buffer(out, len(out))
-    _st.lib.gx_rpc_reply(ctx, buf, len(out))
+            out = wire.pack((False, RuntimeError(f"{type(e).__name__}: {e}")))
+    _st.lib.gx_rpc_reply(ctx, out.address, out.nbytes)  # gx copies it
     return 0
 
 
@@ -207,14 +206,15 @@ def _done(req, user):
     res, n = ctypes.c_void_p(), ctypes.c_size_t()
     rc = _st.lib.gx_rpc_result(req, ctypes.byref(res), ctypes.byref(n))
     err = None if rc == 0 else gx.last_error_text(_st.lib, rc)
-    data = ctypes.string_at(res, n.value) if rc == 0 and n.value else b""
-    if res:
-        _st.lib.gx_rpc_free(res)
     _st.lib.gx_request_free(req)
     try:
-        if err is not None:
-            raise RuntimeError(f"gx_torch.rpc: the call failed: {err}")
-        ok, value = wire.loads(data)
+        try:
+            if err is not None:
+                raise RuntimeError(f"gx_torch.rpc: the call failed: {err}")
+            ok, value = wire.unpack(res.value, n.value)  # read where gx left it
+        finally:
+            if res:
+                _st.lib.gx_rpc_free(res)
         if not ok:
             raise value
         fut.set_result(value)
@@ -244,8 +244,7 @@ def _need_init():
 def _send(to, kind, payload, timeout):
     _need_init()
     rank = _rank_of(to)
-    data = wire.dumps((kind, payload))
-    buf = ctypes.create_string_buffer(data, len(data))
+    buf = wire.pack((kind, payload))  # gx sends from it: kept until the call is done
     fut = torch.futures.Future()
     t = _DEFAULT_TIMEOUT_S if timeout is None or timeout < 0 else timeout
     key = next(_st.seq)
@@ -253,7 +252,7 @@ def _send(to, kind, payload, timeout):
         _st.pending[key] = (fut, buf)
     opts = _RpcOpts(ctypes.sizeof(_RpcOpts), max(1, int(t * 1000)), _st.on_done, key)
     req = ctypes.c_void_p()
-    rc = _st.lib.gx_rpc_call_async(_st.comm, rank, _HANDLER_ID, buf, len(data),
+    rc = _st.lib.gx_rpc_call_async(_st.comm, rank, _HANDLER_ID, buf.address, buf.nbytes,
                                    ctypes.byref(opts), ctypes.byref(req))
     if rc != 0:
         with _st.lock:
