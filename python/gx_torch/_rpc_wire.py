@@ -1,8 +1,9 @@
 """_rpc_wire - gx_torch.rpc's message format: a pickle in which every plain
 CPU tensor is only a reference, then the tensors' raw bytes.
 
-    "GXR1" | u64 pickle length | u32 tensor count | pickle |
-    per tensor: u64 byte count | its bytes (C order)
+    "GXR2" | u64 pickle length | u32 tensor count | pickle |
+    per tensor: u64 byte count | zeros to the next multiple of 64 bytes
+                from the message's start | its bytes (C order)
 
 A tensor travels raw when it is a plain torch.Tensor on the CPU with a
 strided layout and no autograd history to keep (requires_grad False); a
@@ -13,18 +14,23 @@ share it at the target, as with torch.distributed.rpc).
 
 One copy of a tensor's bytes per side: pack() writes the message straight
 into one buffer that gx sends from (its address and size), and unpack()
-reads a message where gx left it (a handler's arguments, a call's result)
-and copies each tensor out once, into a tensor of its own.
+reads a message where gx left it and copies each tensor out once, into a
+tensor of its own (a handler's arguments, which gx reuses when it
+returns), or none at all: unpack_owned() takes a call's result, memory gx
+gave the caller, and its tensors are views of it, which is freed when the
+last of them is gone.
 """
 
 import ctypes
 import io
 import pickle
 import struct
+import weakref
 
 import torch
 
-_MAGIC = b"GXR1"
+_MAGIC = b"GXR2"
+_ALIGN = 64
 _HEAD = struct.Struct("<4sQI")
 _LEN = struct.Struct("<Q")
 
@@ -94,20 +100,25 @@ def pack(obj):
     tensors = p.tensors
     head = head.getbuffer()
     sizes = [t.numel() * t.element_size() for t in tensors]
-    total = _HEAD.size + len(head) + sum(_LEN.size + n for n in sizes)
-    buf = bytearray(total)
-    _HEAD.pack_into(buf, 0, _MAGIC, len(head), len(tensors))
-    at = _HEAD.size
-    buf[at:at + len(head)] = head
-    at += len(head)
-    whole = torch.frombuffer(buf, dtype=torch.uint8) if tensors else None
-    for t, n in zip(tensors, sizes):
-        _LEN.pack_into(buf, at, n)
-        at += _LEN.size
-        if n:  # the one copy on this side
-            whole[at:at + n].copy_(t.reshape(-1).view(torch.uint8))
+    at = _HEAD.size + len(head)
+    starts = []
+    for n in sizes:
+        at = _aligned(at + _LEN.size)
+        starts.append(at)
         at += n
+    buf = bytearray(at)
+    _HEAD.pack_into(buf, 0, _MAGIC, len(head), len(tensors))
+    buf[_HEAD.size:_HEAD.size + len(head)] = head
+    whole = torch.frombuffer(buf, dtype=torch.uint8) if tensors else None
+    for t, n, start in zip(tensors, sizes, starts):
+        _LEN.pack_into(buf, start - _LEN.size, n)
+        if n:  # the one copy on this side
+            whole[start:start + n].copy_(t.reshape(-1).view(torch.uint8))
     return Message(buf)
+
+
+def _aligned(at):
+    return (at + _ALIGN - 1) // _ALIGN * _ALIGN
 
 
 def dumps(obj):
@@ -122,6 +133,19 @@ def unpack(address, nbytes):
         raise ValueError(f"gx_torch.rpc: a message of {nbytes} bytes is too short")
     view = memoryview((ctypes.c_char * nbytes).from_address(address)).cast("B")
     return _unpack_view(view, lambda v: torch.frombuffer(v, dtype=torch.uint8).clone())
+
+
+def unpack_owned(address, nbytes, free):
+    """The object of a message in memory now the caller's (a call's result):
+    its tensors are views of that memory, not copies; free(address) runs
+    once none of them (and nothing else here) refers to it."""
+    if nbytes < _HEAD.size:
+        free(address)
+        raise ValueError(f"gx_torch.rpc: a message of {nbytes} bytes is too short")
+    block = (ctypes.c_char * nbytes).from_address(address)
+    weakref.finalize(block, free, address)
+    return _unpack_view(memoryview(block).cast("B"),
+                        lambda v: torch.frombuffer(v, dtype=torch.uint8))
 
 
 def loads(data):
@@ -139,8 +163,10 @@ def _unpack_view(view, copy_out):
     at += hlen
     chunks = []
     for _ in range(count):
-        (n,) = _LEN.unpack_from(view, at)
-        at += _LEN.size
+        at = _aligned(at + _LEN.size)
+        if at > len(view):
+            raise ValueError("gx_torch.rpc: a tensor's length lies past the message")
+        (n,) = _LEN.unpack_from(view, at - _LEN.size)
         if at + n > len(view):
             raise ValueError(f"gx_torch.rpc: a tensor of {n} bytes overruns the message")
         chunks.append(view[at:at + n])

@@ -208,13 +208,14 @@ def _done(req, user):
     err = None if rc == 0 else gx.last_error_text(_st.lib, rc)
     _st.lib.gx_request_free(req)
     try:
-        try:
-            if err is not None:
-                raise RuntimeError(f"gx_torch.rpc: the call failed: {err}")
-            ok, value = wire.unpack(res.value, n.value)  # read where gx left it
-        finally:
+        if err is not None:
             if res:
                 _st.lib.gx_rpc_free(res)
+            raise RuntimeError(f"gx_torch.rpc: the call failed: {err}")
+        if not res:
+            raise RuntimeError("gx_torch.rpc: the call's result is empty")
+        # its tensors are views of gx's result, freed with the last of them
+        ok, value = wire.unpack_owned(res.value, n.value, _st.lib.gx_rpc_free)
         if not ok:
             raise value
         fut.set_result(value)
