@@ -13,7 +13,8 @@ Each tensor arrives as a tensor of its own (views of one storage do not
 share it at the target, as with torch.distributed.rpc).
 
 One copy of a tensor's bytes per side: pack() writes the message straight
-into one buffer that gx sends from (its address and size), and unpack()
+into one buffer that gx sends from (its address and size; a handler's
+answer into gx's own reply buffer, gx_rpc_reply_buffer), and unpack()
 reads a message where gx left it and copies each tensor out once, into a
 tensor of its own (a handler's arguments, which gx reuses when it
 returns), or none at all: unpack_owned() takes a call's result, memory gx
@@ -92,8 +93,10 @@ class _Unpickler(pickle.Unpickler):
         return self.copy_out(self.chunks[i]).view(dt).reshape(shape)
 
 
-def pack(obj):
-    """obj as one Message: pickle and tensors written into its buffer."""
+def pack(obj, alloc=None):
+    """obj as one Message: pickle and tensors written into its buffer. With
+    alloc(nbytes) -> address, into that memory instead (gx's reply buffer);
+    returns None then. Nothing is allocated before the pickle succeeded."""
     head = io.BytesIO()
     p = _Pickler(head)
     p.dump(obj)
@@ -106,7 +109,12 @@ def pack(obj):
         at = _aligned(at + _LEN.size)
         starts.append(at)
         at += n
-    buf = bytearray(at)
+    if alloc is None:
+        buf = bytearray(at)
+        out = Message(buf)
+    else:
+        buf = memoryview((ctypes.c_char * at).from_address(alloc(at))).cast("B")
+        out = None
     _HEAD.pack_into(buf, 0, _MAGIC, len(head), len(tensors))
     buf[_HEAD.size:_HEAD.size + len(head)] = head
     whole = torch.frombuffer(buf, dtype=torch.uint8) if tensors else None
@@ -114,7 +122,7 @@ def pack(obj):
         _LEN.pack_into(buf, start - _LEN.size, n)
         if n:  # the one copy on this side
             whole[start:start + n].copy_(t.reshape(-1).view(torch.uint8))
-    return Message(buf)
+    return out
 
 
 def _aligned(at):

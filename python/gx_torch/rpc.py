@@ -94,6 +94,7 @@ def _declare(lib):
     sigs = {
         "gx_rpc_register": (I, [P, ctypes.c_uint32, _HANDLER, P]),
         "gx_rpc_reply": (I, [P, P, S]),
+        "gx_rpc_reply_buffer": (I, [P, S, ctypes.POINTER(P)]),
         "gx_rpc_caller": (I, [P]),
         "gx_rpc_call_async": (I, [P, I, ctypes.c_uint32, P, S, ctypes.POINTER(_RpcOpts),
                                   ctypes.POINTER(P)]),
@@ -112,14 +113,22 @@ def _serve(ctx, args, length, user):
         kind, payload = wire.unpack(args, length)  # tensors copied out of gx's buffer
         caller = _st.lib.gx_rpc_caller(ctx)
         value = _run(kind, payload, caller)
-        out = wire.pack((True, value))
+        wire.pack((True, value), _reply_buffer(ctx))  # written where gx sends it from
     except BaseException as e:  # the caller's wait raises it
         try:
-            out = wire.pack((False, e))
+            wire.pack((False, e), _reply_buffer(ctx))
         except Exception:
-            out = wire.pack((False, RuntimeError(f"{type(e).__name__}: {e}")))
-    _st.lib.gx_rpc_reply(ctx, out.address, out.nbytes)  # gx copies it
+            wire.pack((False, RuntimeError(f"{type(e).__name__}: {e}")), _reply_buffer(ctx))
     return 0
+
+
+def _reply_buffer(ctx):
+    def alloc(n):
+        buf = ctypes.c_void_p()
+        gx.check(_st.lib, "gx_torch.rpc: gx_rpc_reply_buffer",
+                 _st.lib.gx_rpc_reply_buffer(ctx, n, ctypes.byref(buf)))
+        return buf.value
+    return alloc
 
 
 class _Failed:

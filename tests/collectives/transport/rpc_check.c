@@ -71,6 +71,13 @@ static int h_big(struct gx_rpc_ctx *ctx, const void *args, size_t len, void *use
 {
     uint64_t n;
     memcpy(&n, args, 8);
+    if (len >= 16) { /* a second word: fill gx_rpc_reply_buffer's buffer in place */
+        void *out = NULL;
+        int rc = gx_rpc_reply_buffer(ctx, n, &out);
+        for (size_t i = 0; rc == GX_OK && i < n; i++)
+            ((uint8_t *)out)[i] = pat(i, me);
+        return rc;
+    }
     uint8_t *b = malloc(n ? n : 1);
     for (size_t i = 0; i < n; i++)
         b[i] = pat(i, me);
@@ -163,6 +170,13 @@ static void sizes(struct gx_comm *comm, int t)
     CHECK(rn == big, "big result of %zu B, expected %llu", rn, (unsigned long long)big);
     for (size_t i = 0; i < rn; i++)
         CHECK(((uint8_t *)res)[i] == pat(i, t), "byte %zu of rank %d's big result", i, t);
+    gx_rpc_free(res);
+    uint64_t inplace[2] = { (3u << 20) + 5, 1 }; /* the same through gx_rpc_reply_buffer */
+    CHECK(gx_rpc_call(comm, t, H_BIG, inplace, 16, &res, &rn, NULL) == GX_OK, "in-place result");
+    CHECK(rn == inplace[0], "in-place result of %zu B, expected %llu", rn,
+          (unsigned long long)inplace[0]);
+    for (size_t i = 0; i < rn; i++)
+        CHECK(((uint8_t *)res)[i] == pat(i, t), "byte %zu of rank %d's in-place result", i, t);
     gx_rpc_free(res);
 }
 
