@@ -66,6 +66,23 @@ GX_API int gx_rpc_reply(struct gx_rpc_ctx *ctx, const void *result, size_t len)
     return GX_OK;
 }
 
+GX_API int gx_rpc_reply_buffer(struct gx_rpc_ctx *ctx, size_t len, void **buf)
+{
+    if (!ctx || !buf)
+        return gx_fail(GX_EINVAL, GX_SUB_COLL, "gx_rpc_reply_buffer: %s is NULL (call it inside "
+                       "a handler)", ctx ? "buf" : "ctx");
+    *buf = NULL;
+    void *p = len ? malloc(len) : NULL;
+    if (len && !p)
+        return gx_fail(GX_ENOMEM, GX_SUB_COLL, "gx_rpc_reply_buffer: no memory for %zu bytes",
+                       len);
+    free(ctx->reply);
+    ctx->reply = p;
+    ctx->reply_len = len;
+    *buf = p;
+    return GX_OK;
+}
+
 void gx_rpc_run_incoming(struct gx_svc *s, struct xp_rpc_incoming *in, bool *abandoned)
 {
     struct gx_comm *c = gx_svc_comm(s);

@@ -71,6 +71,11 @@ int gx_boot_progress(struct gx_boot *boot, int wait_ms);
 
 /** The failed state: GX_OK while healthy. `msg` receives the message. */
 int gx_boot_failure(struct gx_boot *boot, char *msg, size_t len);
+/** The same, but never waits: GX_OK also while another thread holds the
+ *  bootstrap (a gx_barrier waits for its messages with it held, up to the
+ *  op deadline). For periodic watches under other locks: the transport's
+ *  connection progress must not stop for a barrier's whole wait. */
+int gx_boot_failure_peek(struct gx_boot *boot, char *msg, size_t len);
 /** Enter the failed state (if not already) and tell the other ranks. */
 void gx_boot_fail(struct gx_boot *boot, int status, int failed_rank, const char *msg);
 /** Close every connection at once (abort). */

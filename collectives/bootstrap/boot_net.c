@@ -244,6 +244,17 @@ int gx_boot_failure(struct gx_boot *boot, char *msg, size_t len)
     return status;
 }
 
+int gx_boot_failure_peek(struct gx_boot *boot, char *msg, size_t len)
+{
+    if (pthread_mutex_trylock(&boot->lock) != 0)
+        return GX_OK; /* busy: the caller looks again on its next watch */
+    int status = boot->fail_status;
+    if (msg && len)
+        snprintf(msg, len, "%s", boot->fail_msg);
+    pthread_mutex_unlock(&boot->lock);
+    return status;
+}
+
 void gx_boot_fail(struct gx_boot *boot, int status, int failed_rank, const char *msg)
 {
     pthread_mutex_lock(&boot->lock);

@@ -368,9 +368,11 @@ void xp_conn_progress(struct gx_xport *x)
         x->next_watch_ns = now + WATCH_EVERY_NS;
         /* A peer being connected whose process on this host exited, or a
          * failure the bootstrap heard of: end the attempts now, naming it,
-         * instead of at their deadline. */
+         * instead of at their deadline. Peek: this runs under x->lock, and a
+         * gx_barrier on another thread holds the bootstrap until its
+         * messages came, which may need this very connection. */
         char why[512];
-        int st = gx_boot_failure(x->comm->boot, why, sizeof(why));
+        int st = gx_boot_failure_peek(x->comm->boot, why, sizeof(why));
         for (int i = x->npend - 1; i >= 0; i--) {
             if (i >= x->npend)
                 continue;

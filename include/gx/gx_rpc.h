@@ -48,6 +48,10 @@ GX_API struct gx_comm *gx_rpc_comm(const struct gx_rpc_ctx *ctx);
 /** Inside a handler: the result (copied; any size; a later call replaces
  *  it). When the handler fails, this is the message the caller gets. */
 GX_API int gx_rpc_reply(struct gx_rpc_ctx *ctx, const void *result, size_t len);
+/** Inside a handler: the result as a buffer of `len` bytes (*buf) that the
+ *  handler fills in place, saving gx_rpc_reply's copy; valid until the
+ *  handler returns or replies again (which replaces it). */
+GX_API int gx_rpc_reply_buffer(struct gx_rpc_ctx *ctx, size_t len, void **buf);
 
 /** Options of one call; start from GX_RPC_OPTS_INIT. */
 struct gx_rpc_opts {

@@ -13,9 +13,9 @@ Provided: init_rpc (under gx-run, torchrun or any launcher gx_comm_init_env
 reads; else MASTER_ADDR/MASTER_PORT with rank and world_size), rpc_sync,
 rpc_async, remote, RRef (to_here, owner, owner_name, is_owner, local_value,
 confirmed_by_owner, rpc_sync/rpc_async/remote proxies), get_worker_info,
-WorkerInfo, shutdown(graceful). The callable and its arguments are pickled,
-except plain CPU tensors, which travel as raw bytes after the pickle
-(_rpc_wire.py), and run by one of the target's gx handler threads; an exception raised there is
+WorkerInfo, shutdown(graceful), functions.async_execution. The callable and its arguments are pickled,
+except plain CPU tensors, which travel as raw bytes after the pickle, copied
+once on each side (_rpc_wire.py), and run by one of the target's gx handler threads; an exception raised there is
 raised again by the caller's wait. Every call has a deadline (timeout in
 seconds, as torch's; default 60 s); a dead target fails the call naming its
 rank. Calls are accepted only over the job's connections, each of which
@@ -28,9 +28,12 @@ its owner until shutdown), and TensorPipe's device maps.
 """
 
 import ctypes
+import functools
 import itertools
 import os
 import threading
+import time
+import types
 
 import torch
 
@@ -78,6 +81,7 @@ class _State:
         self.pending = {}        # call number -> (future, args buffer)
         self.seq = itertools.count(1)
         self.owned = {}          # rref id -> value (this rank owns it)
+        self.owned_cv = threading.Condition(self.lock)
         self.handler = _HANDLER(_serve)
         self.on_done = _ON_DONE(_done)
 
@@ -90,6 +94,7 @@ def _declare(lib):
     sigs = {
         "gx_rpc_register": (I, [P, ctypes.c_uint32, _HANDLER, P]),
         "gx_rpc_reply": (I, [P, P, S]),
+        "gx_rpc_reply_buffer": (I, [P, S, ctypes.POINTER(P)]),
         "gx_rpc_caller": (I, [P]),
         "gx_rpc_call_async": (I, [P, I, ctypes.c_uint32, P, S, ctypes.POINTER(_RpcOpts),
                                   ctypes.POINTER(P)]),
@@ -105,34 +110,102 @@ def _declare(lib):
 def _serve(ctx, args, length, user):
     """The C handler: runs one pickled request on a gx handler thread."""
     try:
-        kind, payload = wire.loads(ctypes.string_at(args, length))
+        kind, payload = wire.unpack(args, length)  # tensors copied out of gx's buffer
         caller = _st.lib.gx_rpc_caller(ctx)
         value = _run(kind, payload, caller)
-        out = wire.dumps((True, value))
+        wire.pack((True, value), _reply_buffer(ctx))  # written where gx sends it from
     except BaseException as e:  # the caller's wait raises it
         try:
-            out = wire.dumps((False, e))
+            wire.pack((False, e), _reply_buffer(ctx))
         except Exception:
-            out = wire.dumps((False, RuntimeError(f"{type(e).__name__}: {e}")))
-    buf = ctypes.create_string_buffer(out, len(out))
-    _st.lib.gx_rpc_reply(ctx, buf, len(out))
+            wire.pack((False, RuntimeError(f"{type(e).__name__}: {e}")), _reply_buffer(ctx))
     return 0
+
+
+def _reply_buffer(ctx):
+    def alloc(n):
+        buf = ctypes.c_void_p()
+        gx.check(_st.lib, "gx_torch.rpc: gx_rpc_reply_buffer",
+                 _st.lib.gx_rpc_reply_buffer(ctx, n, ctypes.byref(buf)))
+        return buf.value
+    return alloc
+
+
+class _Failed:
+    """An RRef whose creation raised: its users get the exception."""
+
+    def __init__(self, exc):
+        self.exc = exc
+
+
+def _is_async(fn):
+    """Marked by rpc.functions.async_execution (ours or torch's)."""
+    return (getattr(fn, "_gx_async_execution", False) or
+            getattr(fn, "_wrapped_async_rpc_function", None) is not None)
+
+
+def _invoke(fn, args, kwargs):
+    value = fn(*args, **kwargs)
+    if _is_async(fn):  # its Future's value is the result; this thread waits for it
+        value = value.wait()
+    return value
+
+
+def _owned(rid, timeout=_DEFAULT_TIMEOUT_S):
+    """The value of an RRef this rank owns. A reference can arrive before
+    the remote() that creates its value has run here (the creator passed it
+    on at once, as torch allows): wait for it, up to the deadline."""
+    end = time.monotonic() + timeout
+    with _st.owned_cv:
+        while rid not in _st.owned:
+            left = end - time.monotonic()
+            if left <= 0:
+                raise RuntimeError(f"gx_torch.rpc: the value of RRef {rid} was not created on "
+                                   f"rank {_st.rank} within {timeout:.0f} s")
+            _st.owned_cv.wait(left)
+        value = _st.owned[rid]
+    if isinstance(value, _Failed):
+        raise value.exc
+    return value
 
 
 def _run(kind, payload, caller):
     if kind == "call":
         fn, args, kwargs = payload
-        return fn(*args, **kwargs)
+        return _invoke(fn, args, kwargs)
     if kind == "rref_new":
         rid, fn, args, kwargs = payload
-        _st.owned[rid] = fn(*args, **kwargs)
+        try:
+            value = _invoke(fn, args, kwargs)
+        except BaseException as e:
+            value = _Failed(e)
+        with _st.owned_cv:
+            _st.owned[rid] = value
+            _st.owned_cv.notify_all()
+        if isinstance(value, _Failed):
+            raise value.exc
         return None
     if kind == "rref_get":
-        return _st.owned[payload]
+        return _owned(payload)
     if kind == "rref_method":
         rid, name, args, kwargs = payload
-        return getattr(_st.owned[rid], name)(*args, **kwargs)
+        return _invoke(getattr(_owned(rid), name), args, kwargs)
     raise ValueError(f"gx_torch.rpc: unknown request kind {kind!r} from rank {caller}")
+
+
+def _async_execution(fn):
+    """rpc.functions.async_execution: fn returns a torch Future and the
+    call's result is that Future's value. The target's handler thread waits
+    for it (gx's C handlers answer before they return), so each such call
+    still pending holds one of the target's GX_RPC_THREADS (docs/rpc.md)."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return fn(*args, **kwargs)
+    wrapper._gx_async_execution = True
+    return wrapper
+
+
+functions = types.SimpleNamespace(async_execution=_async_execution)
 
 
 def _done(req, user):
@@ -142,14 +215,16 @@ def _done(req, user):
     res, n = ctypes.c_void_p(), ctypes.c_size_t()
     rc = _st.lib.gx_rpc_result(req, ctypes.byref(res), ctypes.byref(n))
     err = None if rc == 0 else gx.last_error_text(_st.lib, rc)
-    data = ctypes.string_at(res, n.value) if rc == 0 and n.value else b""
-    if res:
-        _st.lib.gx_rpc_free(res)
     _st.lib.gx_request_free(req)
     try:
         if err is not None:
+            if res:
+                _st.lib.gx_rpc_free(res)
             raise RuntimeError(f"gx_torch.rpc: the call failed: {err}")
-        ok, value = wire.loads(data)
+        if not res:
+            raise RuntimeError("gx_torch.rpc: the call's result is empty")
+        # its tensors are views of gx's result, freed with the last of them
+        ok, value = wire.unpack_owned(res.value, n.value, _st.lib.gx_rpc_free)
         if not ok:
             raise value
         fut.set_result(value)
@@ -179,8 +254,7 @@ def _need_init():
 def _send(to, kind, payload, timeout):
     _need_init()
     rank = _rank_of(to)
-    data = wire.dumps((kind, payload))
-    buf = ctypes.create_string_buffer(data, len(data))
+    buf = wire.pack((kind, payload))  # gx sends from it: kept until the call is done
     fut = torch.futures.Future()
     t = _DEFAULT_TIMEOUT_S if timeout is None or timeout < 0 else timeout
     key = next(_st.seq)
@@ -188,7 +262,7 @@ def _send(to, kind, payload, timeout):
         _st.pending[key] = (fut, buf)
     opts = _RpcOpts(ctypes.sizeof(_RpcOpts), max(1, int(t * 1000)), _st.on_done, key)
     req = ctypes.c_void_p()
-    rc = _st.lib.gx_rpc_call_async(_st.comm, rank, _HANDLER_ID, buf, len(data),
+    rc = _st.lib.gx_rpc_call_async(_st.comm, rank, _HANDLER_ID, buf.address, buf.nbytes,
                                    ctypes.byref(opts), ctypes.byref(req))
     if rc != 0:
         with _st.lock:
@@ -230,7 +304,7 @@ class RRef:
             raise RuntimeError(f"gx_torch.rpc: local_value() on rank {_st.rank}, whose owner is "
                                f"rank {self._owner}")
         self._created.wait()
-        return _st.owned[self._rid]
+        return _owned(self._rid)
 
     def to_here(self, timeout=-1.0):
         self._created.wait()
@@ -307,7 +381,16 @@ def init_rpc(name, backend=None, rank=-1, world_size=None, rpc_backend_options=N
     st = _State()
     st.lib = lib
     handle = ctypes.c_void_p()
-    if rank is None or rank < 0 or world_size is None:
+    env_rank, env_size = os.environ.get("GX_RANK"), os.environ.get("GX_SIZE")
+    if rank is None or rank < 0 or world_size is None or (env_rank is not None and
+                                                          env_size is not None):
+        # a launcher's job (gx-run sets GX_RANK/GX_SIZE): its rendezvous, even
+        # when rank and world_size are given as torch's init_rpc needs them
+        if rank is not None and rank >= 0 and env_rank is not None and int(env_rank) != rank:
+            raise ValueError(f"gx_torch.rpc: init_rpc(rank={rank}) but GX_RANK is {env_rank}")
+        if world_size is not None and env_size is not None and int(env_size) != world_size:
+            raise ValueError(f"gx_torch.rpc: init_rpc(world_size={world_size}) but GX_SIZE is "
+                             f"{env_size}")
         gx.check(lib, "gx_torch.rpc: gx_comm_init_env", lib.gx_comm_init_env(ctypes.byref(handle)))
     else:
         cfg = gx.GxConfig.init()

@@ -44,6 +44,15 @@ rpc-kill) # rank 1 dies inside a call: rank 0's pending calls raise naming it
 rpc-torch) # the same calls and checks on torch.distributed.rpc (TensorPipe)
     MASTER_ADDR=127.0.0.1 MASTER_PORT=$(free_port) exec "$RUN" -n "$1" --timeout 100 \
         $PY "$HERE/rpc_test.py" torch ;;
+ps) # examples/param_server.py on gx_torch.rpc (shm): the loss of one process's training
+    exec "$RUN" -n "$1" --timeout 100 $PY "$HERE/../../examples/param_server.py" "${@:2}" ;;
+ps-torch) # the same program on torch.distributed.rpc (TensorPipe): only the import differs
+    MASTER_ADDR=127.0.0.1 MASTER_PORT=$(free_port) exec "$RUN" -n "$1" --timeout 100 \
+        $PY "$HERE/../../examples/param_server.py" --backend tensorpipe "${@:2}" ;;
+ps-netns) # the same on gx over tcp between two network-namespace nodes: servers
+    # (ranks 0, 1) on one, trainers (2, 3) on the other (hier_netns.sh; 77 without netns)
+    exec bash "$HERE/../collectives/algorithms/hier_netns.sh" 2+2 \
+        $PY "$HERE/../../examples/param_server.py" "$@" ;;
 profiler) # torch.profiler shows gx's all-reduces beside the backward ops
     exec "$RUN" -n "$1" --timeout 100 $PY "$HERE/profiler_check.py" "$TMP" ;;
 ddp) # DDP over gx equals DDP over gloo

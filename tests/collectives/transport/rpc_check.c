@@ -12,6 +12,11 @@
  *   rpc_check kill    rank 1 dies while calls to it are pending: each fails
  *                     naming it, within the calls' deadline; calls to the
  *                     other ranks still work
+ *   rpc_check barrier ranks 1.. wait in gx_barrier while rank 0 calls rank 1,
+ *                     whose handler calls rank 2 over a connection not yet
+ *                     made: rank 1's gx threads must connect while its main
+ *                     thread's barrier holds the bootstrap (it deadlocked:
+ *                     the connection watch waited for the bootstrap's lock)
  */
 #include <signal.h>
 #include <stdatomic.h>
@@ -66,6 +71,13 @@ static int h_big(struct gx_rpc_ctx *ctx, const void *args, size_t len, void *use
 {
     uint64_t n;
     memcpy(&n, args, 8);
+    if (len >= 16) { /* a second word: fill gx_rpc_reply_buffer's buffer in place */
+        void *out = NULL;
+        int rc = gx_rpc_reply_buffer(ctx, n, &out);
+        for (size_t i = 0; rc == GX_OK && i < n; i++)
+            ((uint8_t *)out)[i] = pat(i, me);
+        return rc;
+    }
     uint8_t *b = malloc(n ? n : 1);
     for (size_t i = 0; i < n; i++)
         b[i] = pat(i, me);
@@ -158,6 +170,13 @@ static void sizes(struct gx_comm *comm, int t)
     CHECK(rn == big, "big result of %zu B, expected %llu", rn, (unsigned long long)big);
     for (size_t i = 0; i < rn; i++)
         CHECK(((uint8_t *)res)[i] == pat(i, t), "byte %zu of rank %d's big result", i, t);
+    gx_rpc_free(res);
+    uint64_t inplace[2] = { (3u << 20) + 5, 1 }; /* the same through gx_rpc_reply_buffer */
+    CHECK(gx_rpc_call(comm, t, H_BIG, inplace, 16, &res, &rn, NULL) == GX_OK, "in-place result");
+    CHECK(rn == inplace[0], "in-place result of %zu B, expected %llu", rn,
+          (unsigned long long)inplace[0]);
+    for (size_t i = 0; i < rn; i++)
+        CHECK(((uint8_t *)res)[i] == pat(i, t), "byte %zu of rank %d's in-place result", i, t);
     gx_rpc_free(res);
 }
 
@@ -377,6 +396,34 @@ static void kill_target(struct gx_comm *comm)
     exit(0);
 }
 
+/* ---- barrier -------------------------------------------------------------- */
+
+static void barrier_connect(struct gx_comm *comm)
+{
+    CHECK(nranks >= 3, "barrier needs 3 ranks at least, not %d", nranks);
+    register_all(comm);
+    CHECK(gx_barrier(comm) == GX_OK, "barrier: every handler is in");
+    if (me == 0) {
+        struct gx_rpc_opts o = GX_RPC_OPTS_INIT;
+        o.timeout_ms = 20000;
+        void *res = NULL;
+        size_t rn = 0;
+        double t0 = now_ms();
+        int rc = gx_rpc_call(comm, 1, H_NESTED, NULL, 0, &res, &rn, &o);
+        CHECK(rc == GX_OK, "a call through rank 1 (waiting in gx_barrier) to rank 2: %s after "
+              "%.0f ms", gx_strerror(rc), now_ms() - t0);
+        int32_t v[3];
+        CHECK(rn == 12, "nested result of %zu bytes", rn);
+        memcpy(v, res, 12);
+        CHECK(v[0] == 1 && v[1] == 2 && v[2] == 1, "nested call through rank 1: %d %d %d", v[0],
+              v[1], v[2]);
+        gx_rpc_free(res);
+        printf("PASS rank 0: a call through rank 1, waiting in a barrier, in %.0f ms\n",
+               now_ms() - t0);
+    }
+    CHECK(gx_barrier(comm) == GX_OK, "barrier after the call");
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -392,6 +439,8 @@ int main(int argc, char **argv)
         caller_mode(comm);
     else if (strcmp(mode, "kill") == 0)
         kill_target(comm);
+    else if (strcmp(mode, "barrier") == 0)
+        barrier_connect(comm);
     else
         CHECK(0, "unknown mode %s", mode);
     CHECK(gx_comm_finalize(comm) == GX_OK, "finalize");
