@@ -2,7 +2,9 @@
 the argument "torch" the same calls and checks run on torch.distributed.rpc
 (TensorPipe, MASTER_ADDR/MASTER_PORT), so both APIs are held to one behaviour.
 With "kill" (gx_torch.rpc only): rank 1 SIGKILLs itself inside a call while
-rank 0 has calls pending there; each raises naming rank 1, none hangs.
+rank 0 has calls pending there, a remote() still being made there and an
+RRef it owns; each raises naming rank 1 (the RRef's to_here and proxy calls
+too), none hangs.
 
 rpc_sync/rpc_async by name, rank and WorkerInfo (self included), tensors
 and keyword arguments, 200 concurrent rpc_async, a remote exception raised
@@ -81,7 +83,11 @@ else:
     rpc.init_rpc(f"worker{rank}")
 if KILL:
     if rank == 0:
-        slow = [rpc.rpc_async(1, sleepy, args=(20,), timeout=60) for _ in range(3)]
+        held = rpc.remote(1, Counter, args=(5,))  # an RRef rank 1 owns
+        check(held.rpc_sync().get() == 5, "the RRef's value before the kill")
+        # 2 + 1 + die: within the 4 handler threads (GX_RPC_THREADS) of rank 1
+        slow = [rpc.rpc_async(1, sleepy, args=(20,), timeout=60) for _ in range(2)]
+        making = rpc.remote(1, sleepy, args=(20,), timeout=60)  # mid-RRef: still running
         rpc.rpc_async(1, die)
         t0 = time.monotonic()
         err = ""
@@ -92,6 +98,14 @@ if KILL:
             except RuntimeError as e:
                 err = str(e)
                 check("rank 1" in err, f"the error does not name rank 1: {err}")
+        for what, use in (("to_here of the RRef being made", lambda: making.to_here(timeout=60)),
+                          ("to_here of the RRef held", lambda: held.to_here(timeout=60)),
+                          ("a proxy call on the RRef held", lambda: held.rpc_sync().add(1))):
+            try:
+                use()
+                check(False, f"{what} at the killed rank 1 returned")
+            except RuntimeError as e:
+                check("rank 1" in str(e), f"{what}: the error does not name rank 1: {e}")
         check(time.monotonic() - t0 < 15, f"the calls failed after {time.monotonic() - t0:.1f} s")
         for r in range(2, n):  # the survivors still answer, then may leave
             check(rpc.rpc_sync(r, finish) == r, f"a call to the surviving rank {r}")
