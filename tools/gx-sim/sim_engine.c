@@ -22,6 +22,8 @@ enum { WAITING, QUEUED, POSTED, DONE };
 
 /* What the child's actors share (one simulation per process). */
 static const struct sim_plan *the_plan;
+static const struct sim_machine *the_machine;
+static double msg_flops; /* a message's software cost on its sender, in the host's flops */
 static int ranks_finished;
 static double last_finish;
 static char failure[256];
@@ -48,6 +50,9 @@ struct rank_run {
     int *comm_step, ninflight;
     bool waiting, wake_sent;
     sg_comm_t wake;             /* receive on our wake-up mailbox, or NULL */
+    double *due;                /* per step: the earliest time it may run (its
+                                   dependencies' ends, a receive's latency included) */
+    double last_end;            /* the latest end of a step */
     void *payload;              /* where receives put the (empty) payloads */
 };
 
@@ -85,6 +90,7 @@ static void rank_run_free(struct rank_run *rr)
     free(rr->ordinal);
     free(rr->sends_seen);
     free(rr->next_live);
+    free(rr->due);
 }
 
 /* Dependency counts, the reverse edges and the message order chains. */
@@ -108,9 +114,10 @@ static int rank_run_init(struct rank_run *rr, int rank)
     rr->ordinal = calloc(sz, sizeof(int));
     rr->sends_seen = calloc((size_t)the_plan->nranks, sizeof(int));
     rr->next_live = malloc((size_t)the_plan->nranks * sizeof(int));
+    rr->due = calloc(sz, sizeof(double));
     if (!rr->state || !rr->indeg || !rr->child_first || !rr->child || !rr->order_prev ||
         !rr->order_next || !rr->queue || !rr->comms || !rr->comm_step || !rr->posted ||
-        !rr->ordinal || !rr->sends_seen || !rr->next_live)
+        !rr->ordinal || !rr->sends_seen || !rr->next_live || !rr->due)
         return -1;
     for (int r = 0; r < the_plan->nranks; r++)
         rr->next_live[r] = -1;
@@ -194,12 +201,28 @@ static int take_ready(struct rank_run *rr)
     return top;
 }
 
+static void put_on_wire(struct rank_run *rr, int i);
+static double latency(int from, int to);
+
+/* Step i is done now; a receive's effects come a latency later (the
+ * platform's links carry none, so that a pair's messages follow each other
+ * on the wire without gaps): its dependants may not run before. */
 static void complete(struct rank_run *rr, int i)
 {
+    double end = simgrid_get_clock();
+    if (rr->steps[i].kind == CS_RECV)
+        end += latency(rr->steps[i].peer, rr->rank);
+    if (end > rr->last_end)
+        rr->last_end = end;
     rr->state[i] = DONE;
     rr->ndone++;
+    int next = rr->steps[i].kind == CS_SEND ? rr->order_next[i] : -1;
+    if (next >= 0 && rr->state[next] == POSTED && !rr->posted[next])
+        put_on_wire(rr, next); /* the pair's connection is free: its next message */
     for (int k = rr->child_first[i]; k < rr->child_first[i + 1]; k++) {
         int c = rr->child[k];
+        if (end > rr->due[c])
+            rr->due[c] = end;
         rr->indeg[c]--;
         make_ready(rr, c);
     }
@@ -258,14 +281,29 @@ static void receives_live(struct rank_run *rr, int peer)
     }
 }
 
+static void put_on_wire(struct rank_run *rr, int i)
+{
+    const struct sim_step *s = &rr->steps[i];
+    rr->posted[i] = sg_mailbox_put_async(pair_mailbox(rr->rank, s->peer), &message_token,
+                                         s->bytes);
+    make_live(rr, i);
+}
+
+/* A pair's messages cross its connection one after the other, in message
+ * order (a tcp stream, a queue pair, a shm ring): a send goes on the wire
+ * when the pair's previous send is done, else it is held (POSTED with no
+ * comm) until complete() puts it there. Concurrent sends of one pair
+ * sharing the link would finish together and undo the chunks' pipelining. */
 static void run_step(struct rank_run *rr, int i)
 {
     const struct sim_step *s = &rr->steps[i];
     if (s->kind == CS_SEND) {
-        rr->posted[i] = sg_mailbox_put_async(pair_mailbox(rr->rank, s->peer), &message_token,
-                                             s->bytes);
+        if (msg_flops > 0)
+            sg_actor_execute(msg_flops);
         rr->state[i] = POSTED;
-        make_live(rr, i);
+        int prev = rr->order_prev[i];
+        if (prev < 0 || rr->state[prev] == DONE)
+            put_on_wire(rr, i);
         runs[s->peer].sends_seen[rr->rank]++;
         receives_live(&runs[s->peer], rr->rank);
         make_ready(rr, rr->order_next[i]);
@@ -284,6 +322,14 @@ static void run_step(struct rank_run *rr, int i)
     complete(rr, i);
 }
 
+/* One-way latency from `from` to `to` (sim_platform_path). */
+static double latency(int from, int to)
+{
+    double lat = 0, bw = 0;
+    sim_platform_path(the_machine, from, to, &lat, &bw);
+    return lat;
+}
+
 static void rank_main(int argc, char **argv)
 {
     int rank = argc > 1 ? atoi(argv[1]) : 0;
@@ -291,8 +337,12 @@ static void rank_main(int argc, char **argv)
     for (int i = 0; i < rr->nsteps; i++)
         make_ready(rr, i);
     while (rr->ndone < rr->nsteps) {
-        while (rr->nqueued)
-            run_step(rr, take_ready(rr));
+        while (rr->nqueued) {
+            int i = take_ready(rr);
+            if (rr->due[i] > simgrid_get_clock())
+                sg_actor_sleep_until(rr->due[i]); /* a receive it needs is not in yet */
+            run_step(rr, i);
+        }
         if (rr->ndone == rr->nsteps)
             break;
         if (!rr->wake)
@@ -333,6 +383,8 @@ static void rank_main(int argc, char **argv)
         }
     }
     if (rr->ndone == rr->nsteps) {
+        if (rr->last_end > simgrid_get_clock())
+            sg_actor_sleep_until(rr->last_end); /* the last receive's latency */
         ranks_finished++;
         if (simgrid_get_clock() > last_finish)
             last_finish = simgrid_get_clock();
@@ -361,6 +413,8 @@ static void simulate(const struct sim_plan *plan, const struct sim_machine *m, i
                          "--cfg=contexts/stack-size:256", NULL };
         int argc = 6;
         the_plan = plan;
+        the_machine = m;
+        msg_flops = m->msg_us * 1e-6 * m->mem_gbytes * 1e9;
         runs = calloc((size_t)plan->nranks, sizeof(*runs));
         for (int r = 0; r < plan->nranks; r++)
             if (!runs || rank_run_init(&runs[r], r) != 0) {
