@@ -56,7 +56,7 @@ for ((k = 0; k < nodes; k++)); do
         for end in "${tag}n$k gxh0" "${tag}br ${tag}h$k"; do
             read -r tns tdev <<<"$end"
             ip netns exec "$tns" tc qdisc add dev "$tdev" root tbf rate "$TBF_RATE" burst 64kb \
-                latency 200ms 2>>"$dir/err" ||
+                latency "${TBF_LATENCY:-200ms}" 2>>"$dir/err" ||
                 { echo "SKIP: tc tbf on $tdev: $(cat "$dir/err")"; exit 77; }
         done
     fi
