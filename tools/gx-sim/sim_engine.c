@@ -53,6 +53,16 @@ struct rank_run {
     double *due;                /* per step: the earliest time it may run (its
                                    dependencies' ends, a receive's latency included) */
     double last_end;            /* the latest end of a step */
+    bool finished;              /* every step done: the tx actor may end */
+    /* The rank's transmit queue (its tx actor, tx_main): a pair's messages
+     * go on the wire in order, one at a time, whatever the rank's actor is
+     * doing (reducing, waiting), as a transport's queue sends them. */
+    unsigned char *wired;       /* per send: its bytes are across */
+    int *to_put, put_head, put_tail; /* sends the tx actor puts on the wire next */
+    int *sent, sent_head, sent_tail; /* sends across, for the rank to complete */
+    sg_comm_t *tx_comms, tx_wake;
+    int *tx_step, tx_n;
+    bool tx_waiting, tx_wake_sent;
     void *payload;              /* where receives put the (empty) payloads */
 };
 
@@ -91,6 +101,11 @@ static void rank_run_free(struct rank_run *rr)
     free(rr->sends_seen);
     free(rr->next_live);
     free(rr->due);
+    free(rr->wired);
+    free(rr->to_put);
+    free(rr->sent);
+    free(rr->tx_comms);
+    free(rr->tx_step);
 }
 
 /* Dependency counts, the reverse edges and the message order chains. */
@@ -115,9 +130,15 @@ static int rank_run_init(struct rank_run *rr, int rank)
     rr->sends_seen = calloc((size_t)the_plan->nranks, sizeof(int));
     rr->next_live = malloc((size_t)the_plan->nranks * sizeof(int));
     rr->due = calloc(sz, sizeof(double));
+    rr->wired = calloc(sz, 1);
+    rr->to_put = malloc(sz * sizeof(int));
+    rr->sent = malloc(sz * sizeof(int));
+    rr->tx_comms = malloc((sz + 1) * sizeof(sg_comm_t));
+    rr->tx_step = malloc(sz * sizeof(int));
     if (!rr->state || !rr->indeg || !rr->child_first || !rr->child || !rr->order_prev ||
         !rr->order_next || !rr->queue || !rr->comms || !rr->comm_step || !rr->posted ||
-        !rr->ordinal || !rr->sends_seen || !rr->next_live || !rr->due)
+        !rr->ordinal || !rr->sends_seen || !rr->next_live || !rr->due ||
+        !rr->wired || !rr->to_put || !rr->sent || !rr->tx_comms || !rr->tx_step)
         return -1;
     for (int r = 0; r < the_plan->nranks; r++)
         rr->next_live[r] = -1;
@@ -201,24 +222,21 @@ static int take_ready(struct rank_run *rr)
     return top;
 }
 
-static void put_on_wire(struct rank_run *rr, int i);
 static double latency(int from, int to);
 
-/* Step i is done now; a receive's effects come a latency later (the
- * platform's links carry none, so that a pair's messages follow each other
- * on the wire without gaps): its dependants may not run before. */
+/* Step i is done: now, or for a send when its bytes were across (kept in
+ * due[i]); a receive's effects come a latency later (the platform's links
+ * carry none, so that a pair's messages follow each other on the wire
+ * without gaps): its dependants may not run before. */
 static void complete(struct rank_run *rr, int i)
 {
-    double end = simgrid_get_clock();
+    double end = rr->steps[i].kind == CS_SEND ? rr->due[i] : simgrid_get_clock();
     if (rr->steps[i].kind == CS_RECV)
         end += latency(rr->steps[i].peer, rr->rank);
     if (end > rr->last_end)
         rr->last_end = end;
     rr->state[i] = DONE;
     rr->ndone++;
-    int next = rr->steps[i].kind == CS_SEND ? rr->order_next[i] : -1;
-    if (next >= 0 && rr->state[next] == POSTED && !rr->posted[next])
-        put_on_wire(rr, next); /* the pair's connection is free: its next message */
     for (int k = rr->child_first[i]; k < rr->child_first[i + 1]; k++) {
         int c = rr->child[k];
         if (end > rr->due[c])
@@ -253,6 +271,8 @@ static void make_live(struct rank_run *rr, int i)
     rr->comm_step[rr->ninflight++] = i;
 }
 
+static void wake_rank(struct rank_run *rr);
+
 static sg_mailbox_t wake_mailbox(int rank)
 {
     char name[32];
@@ -273,27 +293,101 @@ static void receives_live(struct rank_run *rr, int peer)
         rr->next_live[peer] = rr->order_next[i];
         added = true;
     }
-    if (added && rr->waiting && !rr->wake_sent) {
+    /* Wake-ups are never waited for nor released (SimGrid 3.32 aborts on
+     * releasing a started comm); the simulation's process ends soon after. */
+    if (added)
+        wake_rank(rr);
+}
+
+static sg_mailbox_t tx_mailbox(int rank)
+{
+    char name[32];
+    snprintf(name, sizeof(name), "tx%d", rank);
+    return sg_mailbox_by_name(name);
+}
+
+static void wake_rank(struct rank_run *rr)
+{
+    if (rr->waiting && !rr->wake_sent) {
         rr->wake_sent = true;
-        /* Never waited for nor released (SimGrid 3.32 aborts on releasing a
-         * started comm); the simulation's process ends soon after. */
         (void)sg_mailbox_put_async(wake_mailbox(rr->rank), &message_token, 0);
     }
 }
 
-static void put_on_wire(struct rank_run *rr, int i)
+static void wake_tx(struct rank_run *rr)
 {
-    const struct sim_step *s = &rr->steps[i];
-    rr->posted[i] = sg_mailbox_put_async(pair_mailbox(rr->rank, s->peer), &message_token,
-                                         s->bytes);
-    make_live(rr, i);
+    if (rr->tx_waiting && !rr->tx_wake_sent) {
+        rr->tx_wake_sent = true;
+        (void)sg_mailbox_put_async(tx_mailbox(rr->rank), &message_token, 0);
+    }
+}
+
+/* Send i's bytes are across: the rank completes it; the pair's next
+ * message, if the rank has posted it, goes on the wire. */
+static void wire_done(struct rank_run *rr, int i)
+{
+    rr->wired[i] = 1;
+    rr->due[i] = simgrid_get_clock();
+    rr->sent[rr->sent_tail++] = i;
+    int next = rr->order_next[i];
+    if (next >= 0 && rr->state[next] == POSTED)
+        rr->to_put[rr->put_tail++] = next;
+    wake_rank(rr);
+}
+
+static void tx_remove(struct rank_run *rr, int k)
+{
+    int i = rr->tx_step[k];
+    rr->tx_n--;
+    rr->tx_comms[k] = rr->tx_comms[rr->tx_n];
+    rr->tx_step[k] = rr->tx_step[rr->tx_n];
+    wire_done(rr, i);
+}
+
+/* The tx actor: puts the queued sends on the wire, waits for them. */
+static void tx_main(int argc, char **argv)
+{
+    struct rank_run *rr = &runs[argc > 1 ? atoi(argv[1]) : 0];
+    for (;;) {
+        while (rr->put_head < rr->put_tail) {
+            int i = rr->to_put[rr->put_head++];
+            const struct sim_step *s = &rr->steps[i];
+            rr->tx_comms[rr->tx_n] = sg_mailbox_put_async(pair_mailbox(rr->rank, s->peer),
+                                                          &message_token, s->bytes);
+            rr->tx_step[rr->tx_n++] = i;
+        }
+        if (rr->tx_n == 0 && rr->finished)
+            return;
+        if (!rr->tx_wake)
+            rr->tx_wake = sg_mailbox_get_async(tx_mailbox(rr->rank), &rr->payload);
+        int n = rr->tx_n;
+        rr->tx_comms[n] = rr->tx_wake;
+        rr->tx_waiting = true;
+        ssize_t k = sg_comm_wait_any(rr->tx_comms, (size_t)n + 1);
+        rr->tx_waiting = false;
+        if (k == n) {
+            rr->tx_wake = NULL;
+            rr->tx_wake_sent = false;
+            continue;
+        }
+        if (k < 0 || k > n) {
+            snprintf(failure, sizeof(failure), "rank %d: a send's wait failed", rr->rank);
+            return;
+        }
+        tx_remove(rr, (int)k);
+        for (int j = 0; j < rr->tx_n;) /* the ones that finished at the same time */
+            if (sg_comm_test(rr->tx_comms[j]))
+                tx_remove(rr, j);
+            else
+                j++;
+    }
 }
 
 /* A pair's messages cross its connection one after the other, in message
- * order (a tcp stream, a queue pair, a shm ring): a send goes on the wire
- * when the pair's previous send is done, else it is held (POSTED with no
- * comm) until complete() puts it there. Concurrent sends of one pair
- * sharing the link would finish together and undo the chunks' pipelining. */
+ * order (a tcp stream, a queue pair, a shm ring): a send is queued for the
+ * tx actor when the pair's previous one is across, else wire_done()
+ * queues it. Concurrent sends of one pair sharing the link would finish
+ * together and undo the chunks' pipelining. */
 static void run_step(struct rank_run *rr, int i)
 {
     const struct sim_step *s = &rr->steps[i];
@@ -302,8 +396,10 @@ static void run_step(struct rank_run *rr, int i)
             sg_actor_execute(msg_flops);
         rr->state[i] = POSTED;
         int prev = rr->order_prev[i];
-        if (prev < 0 || rr->state[prev] == DONE)
-            put_on_wire(rr, i);
+        if (prev < 0 || rr->wired[prev]) {
+            rr->to_put[rr->put_tail++] = i;
+            wake_tx(rr);
+        }
         runs[s->peer].sends_seen[rr->rank]++;
         receives_live(&runs[s->peer], rr->rank);
         make_ready(rr, rr->order_next[i]);
@@ -337,6 +433,8 @@ static void rank_main(int argc, char **argv)
     for (int i = 0; i < rr->nsteps; i++)
         make_ready(rr, i);
     while (rr->ndone < rr->nsteps) {
+        while (rr->sent_head < rr->sent_tail)
+            complete(rr, rr->sent[rr->sent_head++]);
         while (rr->nqueued) {
             int i = take_ready(rr);
             if (rr->due[i] > simgrid_get_clock())
@@ -345,6 +443,8 @@ static void rank_main(int argc, char **argv)
         }
         if (rr->ndone == rr->nsteps)
             break;
+        if (rr->sent_head < rr->sent_tail)
+            continue;
         if (!rr->wake)
             rr->wake = sg_mailbox_get_async(wake_mailbox(rank), &rr->payload);
         /* Senders append live receives while this waits (from slot n on,
@@ -354,7 +454,7 @@ static void rank_main(int argc, char **argv)
         rr->waiting = true;
         ssize_t k = sg_comm_wait_any(rr->comms, (size_t)n + 1);
         rr->waiting = false;
-        if (k == n) { /* woken: a receive became live */
+        if (k == n) { /* woken: a receive became live, or a send is across */
             rr->wake = NULL;
             rr->wake_sent = false;
             continue;
@@ -382,6 +482,8 @@ static void rank_main(int argc, char **argv)
             complete(rr, done);
         }
     }
+    rr->finished = true;
+    wake_tx(rr);
     if (rr->ndone == rr->nsteps) {
         if (rr->last_end > simgrid_get_clock())
             sg_actor_sleep_until(rr->last_end); /* the last receive's latency */
@@ -389,6 +491,12 @@ static void rank_main(int argc, char **argv)
         if (simgrid_get_clock() > last_finish)
             last_finish = simgrid_get_clock();
     }
+    /* Stay, as a daemon, until the tx actors are gone: an actor that ends
+     * fails the messages it left in flight (the wake-ups its tx actor
+     * waits for). The simulation ends with the last tx actor. */
+    sg_actor_daemonize(sg_actor_self());
+    for (;;)
+        sg_actor_sleep_for(1e9);
 }
 
 struct answer {
@@ -429,6 +537,7 @@ static void simulate(const struct sim_plan *plan, const struct sim_machine *m, i
             snprintf(name, sizeof(name), "%d", r);
             const char *argv[] = { "rank", name };
             sg_actor_create_(name, sg_host_by_name(host), rank_main, 2, argv);
+            sg_actor_create_("tx", sg_host_by_name(host), tx_main, 2, argv);
         }
         simgrid_run();
         for (int r = 0; r < plan->nranks; r++)
