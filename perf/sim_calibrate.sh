@@ -2,7 +2,7 @@
 # sim_calibrate.sh - gx-sim's predictions against what this machine
 # measures (issue 29 item 5, docs/scale.md "Calibration").
 #
-#   perf/sim_calibrate.sh [-b BUILD] [--rate 200mbit] [--layouts "2+2 4+4 ..."]
+#   perf/sim_calibrate.sh [-b BUILD] [--rate 100mbit] [--layouts "2+2 4+4 ..."]
 #       [--algos "ring tree rhd hier"] [--sizes "1M 4M 16M 64M"] [--cycles 3]
 #       [--check PCT] [--record FILE]
 #
@@ -22,13 +22,15 @@
 # the tcp provider's per-message cost and a veth hop's latency.
 # Prints per case the measured and predicted busbw and predicted/measured;
 # --check PCT exits 1 when any case is off by more than PCT percent (the
-# ctest tools.gx-sim.calibrate: 25). Layout names: 2x2 = 2+2, 2x4 = 4+4
+# ctest tools.gx-sim.calibrate: 25). Each case waits up to LOCK_WAIT seconds
+# (default 120) for /tmp/gx-idle.lock exclusively and runs beside the
+# others' jobs when it cannot get it: the table says which. Layout names: 2x2 = 2+2, 2x4 = 4+4
 # (2 nodes of 4 ranks), 4x2 = 2+2+2+2, uneven 3+1+2.
 # Needs root, iproute2, tc and a gx-sim build; exits 77 saying why without.
 set -u
 cd "$(dirname "$0")/.."
 root=$PWD
-build=build rate=200mbit layouts="2+2 4+4 2+2+2+2 3+1+2" algos="ring tree rhd hier"
+build=build rate=100mbit layouts="2+2 4+4 2+2+2+2 3+1+2" algos="ring tree rhd hier"
 sizes="1M 4M 16M 64M" cycles=3 check="" record=""
 while [ $# -gt 0 ]; do
     case $1 in
@@ -103,7 +105,11 @@ for layout in $layouts; do
         [ "$algo" = hier ] && simalgo=hier/ring env+=(GX_HIER_RAIL=ring)
         log=$tmp/run.$layout.$algo
         # One job per case; the exclusive lock keeps other benchmarks out.
-        flock -x /tmp/gx-idle.lock env "${env[@]}" TBF_RATE="$rate" RANK_TIMEOUT=900 \
+        locked=locked
+        flock -x -w "${LOCK_WAIT:-120}" /tmp/gx-idle.lock true || locked=unlocked
+        lockcmd=(flock -x -w "${LOCK_WAIT:-120}" /tmp/gx-idle.lock)
+        [ $locked = locked ] || lockcmd=()
+        "${lockcmd[@]}" env "${env[@]}" TBF_RATE="$rate" RANK_TIMEOUT=900 \
             HIER_LOG="$log" bash "$netns" "$layout" "$perf" all_reduce -b "$lo" -e "$hi" -f 4 \
             -n 1 -w 0 -N "$cycles" -c 0 --csv --no-progress >"$tmp/job" 2>&1
         rc=$?
@@ -129,7 +135,8 @@ for layout in $layouts; do
             # busbw = S / t * 2 (n-1)/n, as gx-perf's
             pb=$(awk -v s="$b" -v t="$t" -v n="$nranks" 'BEGIN { printf "%.5f", s / (t * 1e-6) / 1e9 * 2 * (n - 1) / n }')
             ratio=$(awk -v p="$pb" -v m="$med" 'BEGIN { printf "%.3f", p / m }')
-            printf '%s %s %s %.5f %s %s %s\n' "$layout" "$algo" "$b" "$med" "$pb" "$ratio" "$runs" >>"$results"
+            printf '%s %s %s %.5f %s %s %s %s %s\n' "$layout" "$algo" "$b" "$med" "$pb" "$ratio" \
+                "$locked" "$(perf_load | cut -d' ' -f1)" "$runs" >>"$results"
             ncase=$((ncase + 1))
             off=$(awk -v r="$ratio" 'BEGIN { d = r - 1; if (d < 0) d = -d; printf "%.1f", d * 100 }')
             worst=$(awk -v a="$worst" -v b="$off" 'BEGIN { print (b > a ? b : a) }')
@@ -140,11 +147,11 @@ for layout in $layouts; do
     done
 done
 {
-    echo "| layout | algo | size | measured busbw (GB/s, median) | gx-sim busbw (GB/s) | predicted / measured | runs (busbw, GB/s) |"
-    echo "|---|---|---|---|---|---|---|"
+    echo "| layout | algo | size | measured busbw (GB/s, median) | gx-sim busbw (GB/s) | predicted / measured | lock, load after | runs (busbw, GB/s) |"
+    echo "|---|---|---|---|---|---|---|---|"
     awk '{ s = $3 >= 1048576 ? $3 / 1048576 " MiB" : $3 / 1024 " KiB";
-           r = ""; for (i = 7; i <= NF; i++) r = r (i > 7 ? " " : "") sprintf("%.4f", $i);
-           printf "| %s | %s | %s | %.4f | %.4f | %s | %s |\n", $1, $2, s, $4, $5, $6, r }' "$results"
+           r = ""; for (i = 9; i <= NF; i++) r = r (i > 9 ? " " : "") sprintf("%.4f", $i);
+           printf "| %s | %s | %s | %.4f | %.4f | %s | %s, %s | %s |\n", $1, $2, s, $4, $5, $6, $7, $8, r }' "$results"
     echo
     echo "$ncase cases; the worst is $worst % off"
     perf_end
