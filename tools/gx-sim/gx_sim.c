@@ -177,8 +177,10 @@ static int run_regret(const struct sim_opts *o)
         for (int i = 0; i < COLL_RAIL_ALGOS && coll_tune_hier_applies(&sh); i++)
             algos[na++] = (struct sim_algo){ COLL_ALGO_HIER, coll_rail_algos[i] };
         printf("# gx-sim --regret: allreduce on %d GPUs (%d x %d), NIC %g Gb/s, NVLink %g "
-               "Gb/s, oversubscription %g\n", n, sh.nodes, o->machine.gpus_per_node,
-               o->machine.nic_gbps, o->machine.nvlink_gbps, o->machine.oversub);
+               "Gb/s, oversubscription %g; the model's node: %.1f us, %.1f GB/s, reductions "
+               "%.1f GB/s\n", n, sh.nodes, o->machine.gpus_per_node, o->machine.nic_gbps,
+               o->machine.nvlink_gbps, o->machine.oversub, coll_tune_node_link()->alpha * 1e6,
+               1e-9 / coll_tune_node_link()->beta, 1e-9 / coll_tune_gamma());
         printf("# %10s  %-11s  %10s  %-11s  %10s  %7s  %s\n", "size", "model", "time(us)",
                "best", "time(us)", "regret", "skipped");
         for (int si = 0; si < o->nsizes; si++) {
@@ -232,5 +234,10 @@ int main(int argc, char **argv)
     int rc = sim_opts_parse(&o, argc, argv);
     if (rc != 0)
         return rc > 0 ? 0 : 2;
+    /* The cost model's node: the simulated one's link and reduction rate (a
+     * reduction is 3 bytes of memory traffic per byte reduced). */
+    if (!o.model_host)
+        coll_tune_set_node(o.machine.nvlink_lat_us * 1e-6, 8 / (o.machine.nvlink_gbps * 1e9),
+                           3 / (o.machine.mem_gbytes * 1e9));
     return o.regret ? run_regret(&o) : run_table(&o);
 }

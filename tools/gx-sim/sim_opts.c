@@ -45,6 +45,9 @@ static const char usage[] =
     "  --factor F             MIN:MAX steps by this factor (default 4)\n"
     "  --regret               per size, the cost model's choice (gx-info --tuning)\n"
     "                         against the fastest simulated all-reduce algorithm\n"
+    "  --model-node sim|host  --regret: the cost model's node link and reduction rate\n"
+    "                         are the simulated machine's (sim, default: NVLink,\n"
+    "                         --mem-GBps / 3) or its host shared-memory defaults\n"
     "  --max-steps N          skip a simulation of more steps over all ranks\n"
     "                         (default 20000000; memory is 28 bytes a step)\n"
     "  --help                 this text\n";
@@ -252,7 +255,7 @@ int sim_opts_parse(struct sim_opts *o, int argc, char **argv)
 {
     enum { O_GPUS = 256, O_GPN, O_NIC, O_NVL, O_OVER, O_NPL, O_NICLAT, O_SPINELAT, O_NVLLAT,
            O_MEM, O_COLL, O_ALGO, O_SIZES, O_FACTOR, O_REGRET, O_MAXSTEPS, O_HELP, O_LAYOUT,
-           O_NICS, O_MSG };
+           O_NICS, O_MSG, O_MODELNODE };
     static const struct option longs[] = {
         { "gpus", 1, NULL, O_GPUS },           { "gpus-per-node", 1, NULL, O_GPN },
         { "nic-gbps", 1, NULL, O_NIC },        { "nvlink-gbps", 1, NULL, O_NVL },
@@ -264,6 +267,7 @@ int sim_opts_parse(struct sim_opts *o, int argc, char **argv)
         { "regret", 0, NULL, O_REGRET },       { "max-steps", 1, NULL, O_MAXSTEPS },
         { "help", 0, NULL, O_HELP },           { "layout", 1, NULL, O_LAYOUT },
         { "nics-per-node", 1, NULL, O_NICS },  { "msg-us", 1, NULL, O_MSG },
+        { "model-node", 1, NULL, O_MODELNODE },
         { NULL, 0, NULL, 0 }
     };
     struct sim_machine m = SIM_MACHINE_DEFAULT;
@@ -314,6 +318,12 @@ int sim_opts_parse(struct sim_opts *o, int argc, char **argv)
             M->nics_per_node = (int)v;
             break;
         case O_MSG: rc = parse_double("--msg-us", optarg, 0, 1e6, &M->msg_us); break;
+        case O_MODELNODE:
+            if (strcmp(optarg, "sim") == 0 || strcmp(optarg, "host") == 0)
+                o->model_host = strcmp(optarg, "host") == 0;
+            else
+                rc = bad("--model-node", optarg, "sim or host");
+            break;
         case O_HELP: printf(usage, MIN_GPUS, MAX_GPUS); return 1;
         default:
             fprintf(stderr, "gx-sim: %s: %s (gx-sim --help)\n", argv[optind - 1],
