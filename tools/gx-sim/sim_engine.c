@@ -38,10 +38,9 @@ struct rank_run {
     int *child_first, *child;   /* steps that depend on step i: child[child_first[i]..] */
     int *order_prev, *order_next; /* same direction and peer, by message number */
     int *queue, nqueued;        /* ready steps: a heap by index (the engine's scan order) */
-    /* Posted messages: the "live" ones are waited for (sends, and receives
-     * whose send is posted); a receive posted before its send stays out of
-     * the wait until the sender says it is (waiting on thousands of early
-     * receives made every wait cost thousands). */
+    /* Posted receives: the "live" ones (their send is posted) are waited
+     * for; waiting on thousands of early receives made every wait cost
+     * thousands. */
     sg_comm_t *posted;          /* per step */
     int *ordinal;               /* receive: its place among those from its peer */
     int *sends_seen, *next_live; /* per peer: sends it posted to us; our next receive
@@ -50,13 +49,10 @@ struct rank_run {
     int *comm_step, ninflight;
     bool waiting, wake_sent;
     sg_comm_t wake;             /* receive on our wake-up mailbox, or NULL */
-    double *due;                /* per step: the earliest time it may run (its
-                                   dependencies' ends, a receive's latency included) */
+    double *due;                /* per step: the earliest it may run (its deps' ends) */
     double last_end;            /* the latest end of a step */
     bool finished;              /* every step done: the tx actor may end */
-    /* The rank's transmit queue (its tx actor, tx_main): a pair's messages
-     * go on the wire in order, one at a time, whatever the rank's actor is
-     * doing (reducing, waiting), as a transport's queue sends them. */
+    /* The rank's transmit queue (its tx actor, tx_main). */
     unsigned char *wired;       /* per send: its bytes are across */
     int *to_put, put_head, put_tail; /* sends the tx actor puts on the wire next */
     int *sent, sent_head, sent_tail; /* sends across, for the rank to complete */
@@ -273,10 +269,11 @@ static void make_live(struct rank_run *rr, int i)
 
 static void wake_rank(struct rank_run *rr);
 
-static sg_mailbox_t wake_mailbox(int rank)
+/* A rank's wake-up mailbox ("wake"), its tx actor's ("tx"). */
+static sg_mailbox_t rank_mailbox(const char *what, int rank)
 {
     char name[32];
-    snprintf(name, sizeof(name), "wake%d", rank);
+    snprintf(name, sizeof(name), "%s%d", what, rank);
     return sg_mailbox_by_name(name);
 }
 
@@ -299,18 +296,11 @@ static void receives_live(struct rank_run *rr, int peer)
         wake_rank(rr);
 }
 
-static sg_mailbox_t tx_mailbox(int rank)
-{
-    char name[32];
-    snprintf(name, sizeof(name), "tx%d", rank);
-    return sg_mailbox_by_name(name);
-}
-
 static void wake_rank(struct rank_run *rr)
 {
     if (rr->waiting && !rr->wake_sent) {
         rr->wake_sent = true;
-        (void)sg_mailbox_put_async(wake_mailbox(rr->rank), &message_token, 0);
+        (void)sg_mailbox_put_async(rank_mailbox("wake", rr->rank), &message_token, 0);
     }
 }
 
@@ -318,7 +308,7 @@ static void wake_tx(struct rank_run *rr)
 {
     if (rr->tx_waiting && !rr->tx_wake_sent) {
         rr->tx_wake_sent = true;
-        (void)sg_mailbox_put_async(tx_mailbox(rr->rank), &message_token, 0);
+        (void)sg_mailbox_put_async(rank_mailbox("tx", rr->rank), &message_token, 0);
     }
 }
 
@@ -359,7 +349,7 @@ static void tx_main(int argc, char **argv)
         if (rr->tx_n == 0 && rr->finished)
             return;
         if (!rr->tx_wake)
-            rr->tx_wake = sg_mailbox_get_async(tx_mailbox(rr->rank), &rr->payload);
+            rr->tx_wake = sg_mailbox_get_async(rank_mailbox("tx", rr->rank), &rr->payload);
         int n = rr->tx_n;
         rr->tx_comms[n] = rr->tx_wake;
         rr->tx_waiting = true;
@@ -446,7 +436,7 @@ static void rank_main(int argc, char **argv)
         if (rr->sent_head < rr->sent_tail)
             continue;
         if (!rr->wake)
-            rr->wake = sg_mailbox_get_async(wake_mailbox(rank), &rr->payload);
+            rr->wake = sg_mailbox_get_async(rank_mailbox("wake", rank), &rr->payload);
         /* Senders append live receives while this waits (from slot n on,
          * over the wake-up's slot): the answer is read against n. */
         int n = rr->ninflight;
