@@ -296,21 +296,17 @@ static void receives_live(struct rank_run *rr, int peer)
         wake_rank(rr);
 }
 
-static void wake_rank(struct rank_run *rr)
+/* An empty message to a waiting actor's wake-up mailbox, once per wait. */
+static void wake(bool waiting, bool *sent, const char *what, int rank)
 {
-    if (rr->waiting && !rr->wake_sent) {
-        rr->wake_sent = true;
-        (void)sg_mailbox_put_async(rank_mailbox("wake", rr->rank), &message_token, 0);
+    if (waiting && !*sent) {
+        *sent = true;
+        (void)sg_mailbox_put_async(rank_mailbox(what, rank), &message_token, 0);
     }
 }
 
-static void wake_tx(struct rank_run *rr)
-{
-    if (rr->tx_waiting && !rr->tx_wake_sent) {
-        rr->tx_wake_sent = true;
-        (void)sg_mailbox_put_async(rank_mailbox("tx", rr->rank), &message_token, 0);
-    }
-}
+static void wake_rank(struct rank_run *rr) { wake(rr->waiting, &rr->wake_sent, "wake", rr->rank); }
+static void wake_tx(struct rank_run *rr) { wake(rr->tx_waiting, &rr->tx_wake_sent, "tx", rr->rank); }
 
 /* Send i's bytes are across: the rank completes it; the pair's next
  * message, if the rank has posted it, goes on the wire. */
@@ -348,11 +344,15 @@ static void tx_main(int argc, char **argv)
         }
         if (rr->tx_n == 0 && rr->finished)
             return;
+        rr->tx_waiting = true; /* before the simcall, as the rank's wait */
         if (!rr->tx_wake)
             rr->tx_wake = sg_mailbox_get_async(rank_mailbox("tx", rr->rank), &rr->payload);
+        if (rr->put_head < rr->put_tail) {
+            rr->tx_waiting = false;
+            continue;
+        }
         int n = rr->tx_n;
         rr->tx_comms[n] = rr->tx_wake;
-        rr->tx_waiting = true;
         ssize_t k = sg_comm_wait_any(rr->tx_comms, (size_t)n + 1);
         rr->tx_waiting = false;
         if (k == n) {
@@ -433,15 +433,19 @@ static void rank_main(int argc, char **argv)
         }
         if (rr->ndone == rr->nsteps)
             break;
-        if (rr->sent_head < rr->sent_tail)
-            continue;
+        /* Waiting from here: posting the wake-up is a simcall, in which the
+         * tx actor or a sender may run (and must wake us). */
+        rr->waiting = true;
         if (!rr->wake)
             rr->wake = sg_mailbox_get_async(rank_mailbox("wake", rank), &rr->payload);
+        if (rr->sent_head < rr->sent_tail) {
+            rr->waiting = false;
+            continue;
+        }
         /* Senders append live receives while this waits (from slot n on,
          * over the wake-up's slot): the answer is read against n. */
         int n = rr->ninflight;
         rr->comms[n] = rr->wake;
-        rr->waiting = true;
         ssize_t k = sg_comm_wait_any(rr->comms, (size_t)n + 1);
         rr->waiting = false;
         if (k == n) { /* woken: a receive became live, or a send is across */
@@ -458,8 +462,7 @@ static void rank_main(int argc, char **argv)
         rr->comms[k] = rr->comms[rr->ninflight];
         rr->comm_step[k] = rr->comm_step[rr->ninflight];
         complete(rr, i);
-        /* Whatever else finished by now, before any step runs: the order
-         * of equal completions must not decide the order of the steps. */
+        /* Whatever else finished by now, before any step runs. */
         for (int j = 0; j < rr->ninflight;) {
             if (!sg_comm_test(rr->comms[j])) {
                 j++;
@@ -483,10 +486,11 @@ static void rank_main(int argc, char **argv)
     }
     /* Stay, as a daemon, until the tx actors are gone: an actor that ends
      * fails the messages it left in flight (the wake-ups its tx actor
-     * waits for). The simulation ends with the last tx actor. */
+     * waits for). The simulation ends with the last tx actor. Sleeping
+     * instead would hide a deadlock: the clock would run on for ever. */
     sg_actor_daemonize(sg_actor_self());
-    for (;;)
-        sg_actor_sleep_for(1e9);
+    (void)sg_mailbox_get(rank_mailbox("never", rank)); /* blocked, not sleeping: a
+                                                          deadlock is still found */
 }
 
 struct answer {
