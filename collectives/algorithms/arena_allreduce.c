@@ -161,7 +161,7 @@ double arena_moves_time(double S, int n, int per_slot, double copies, double red
     double handoff = n > cpus ? (S / rounds <= SHM_SMALL_ROUND ? shm_handoff_oversubscribed_small
                                                               : shm_handoff_oversubscribed_large)
                               : shm_handoff;
-    return rounds * handoff + copies * S * shm_copy_beta + reductions * S * coll_gamma_reduce;
+    return rounds * handoff + copies * S * shm_copy_beta + reductions * S * coll_tune_gamma();
 }
 
 static double shm_allreduce_time(double S, int n)
@@ -171,11 +171,11 @@ static double shm_allreduce_time(double S, int n)
     bool over = n > cpus;
     if (piece <= SHM_SMALL_ROUND) /* stage all; every rank reduces everything */
         return rounds * (over ? shm_handoff_oversubscribed_small : shm_handoff) +
-               S * shm_copy_beta + S * (n - 1) * coll_gamma_reduce;
+               S * shm_copy_beta + S * (n - 1) * coll_tune_gamma();
     double handoff = over ? shm_handoff_oversubscribed_large : shm_handoff;
     /* stage (n-1)/n, copy back 1/n, copy out (n-1)/n; reduce one block */
     return rounds * 2 * handoff + S * shm_copy_beta * (2.0 * n - 1) / n +
-           S * (n - 1) / n * coll_gamma_reduce;
+           S * (n - 1) / n * coll_tune_gamma();
 }
 
 static double arena_cost(const struct coll_model *m)

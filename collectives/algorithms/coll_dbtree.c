@@ -264,7 +264,14 @@ static double dbtree_cost(const struct coll_model *m)
      * As for the ring, reductions overlap the next chunk's transfer
      * but those of the first chunk (2 per level up). */
     double D = dbtree_depth(n), k = coll_chunks(m->bytes / 2), c = S / 2 / k;
-    return (2 * D + 2 * (k - 1)) * 2 * (a + c * b) + 2 * D * c * g;
+    double t = (2 * D + 2 * (k - 1)) * 2 * (a + c * b) + 2 * D * c * g;
+    /* ... but a rank's reductions run on its one thread: an inner rank
+     * of one tree reduces both children's chunks, 2 c g per chunk, k
+     * chunks after the D - 1 levels below it filled the pipeline (S g and
+     * more: the transfers never hide it where the link is faster than the
+     * reductions, gx-sim's 64 x 1 GPUs at 50 GB/s). */
+    double red = (k + D - 1) * 2 * c * g;
+    return t > red ? t : red;
 }
 
 static const struct coll_group_algo dbtree_group = {

@@ -110,10 +110,10 @@ double coll_tune_predict_hier(size_t bytes, const struct node_shape *sh,
     if (!coll_tune_hier_applies(sh))
         return -1;
     double S = (double)bytes, L = sh->L, shard = S / L;
-    const struct link_cost *l = &coll_link_shm;
-    double t_rs = (L - 1) * (l->alpha + shard * (l->beta + coll_gamma_reduce));
+    const struct link_cost *l = coll_tune_node_link();
+    double t_rs = (L - 1) * (l->alpha + shard * (l->beta + coll_tune_gamma()));
     double t_ag = (L - 1) * (l->alpha + shard * l->beta);
-    if (node_shm_hier_planned()) { /* arena_node.c */
+    if (node_shm_hier_planned() && !coll_tune_node_given()) { /* arena_node.c */
         t_rs = arena_moves_time(shard, sh->L, sh->L, L - 1, L - 1);
         t_ag = arena_moves_time(shard, sh->L, 1, L - 1, 0);
     }

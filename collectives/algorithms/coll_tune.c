@@ -16,6 +16,7 @@
  */
 #include <math.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <unistd.h>
 #include <string.h>
 #include <strings.h>
@@ -41,10 +42,90 @@ GX_PARAM_DEFINE(gx_param_hier_rail, "GX_HIER_RAIL", GX_PARAM_ENUM, "auto",
                 "the network among the four). "
                 "Must be the same on every rank (a mismatch fails with GX_EMISMATCH).");
 
+GX_PARAM_DEFINE(gx_param_coll_node_link, "GX_COLL_NODE_LINK", GX_PARAM_STRING, "", NULL,
+                "The cost model's link between ranks of one node, US:GBPS (us per message, "
+                "GB/s), e.g. 1:450 for NVLink; unset: host shared memory (4 us, 3 GB/s). "
+                "Prices one-node algorithms and hier's intra-node phases. Must be the same "
+                "on every rank.");
+GX_PARAM_DEFINE(gx_param_coll_reduce_gbps, "GX_COLL_REDUCE_GBPS", GX_PARAM_STRING, "", NULL,
+                "The cost model's reduction rate, GB/s of reduced bytes (unset: 4, a host "
+                "core). Must be the same on every rank.");
+
 /* Measured with gx-bw / the collectives tests on the development machine. */
 const struct link_cost coll_link_shm = { "shm", 4e-6, 1.0 / 3.0e9 };
 const struct link_cost coll_link_tcp = { "tcp", 40e-6, 1.0 / 1.2e9 };
 const double coll_gamma_reduce = 1.0 / 4.0e9; /* seconds per byte reduced */
+
+/* ---- the node's inside (coll_tune.h) ------------------------------------- */
+
+static struct link_cost node_link = { "shm", 4e-6, 1.0 / 3.0e9 };
+static double node_gamma = 1.0 / 4.0e9;
+static bool node_given;
+static pthread_once_t node_once = PTHREAD_ONCE_INIT;
+
+/* A positive number ending the text (or at ':'): 0, or -1. */
+static int positive(const char *s, const char **end, double *out)
+{
+    char *e;
+    double v = strtod(s, &e);
+    if (e == s || !(v > 0) || v > 1e9)
+        return -1;
+    *end = e;
+    *out = v;
+    return 0;
+}
+
+static void read_node_params(void)
+{
+    const char *t = gx_param_text(&gx_param_coll_node_link), *e;
+    double us, gbps;
+    if (*t) {
+        if (positive(t, &e, &us) == 0 && *e == ':' && positive(e + 1, &e, &gbps) == 0 && !*e)
+            node_link = (struct link_cost){ "node (GX_COLL_NODE_LINK)", us * 1e-6,
+                                            1.0 / (gbps * 1e9) },
+            node_given = true;
+        else
+            GX_WARN(GX_SUB_COLL, "GX_COLL_NODE_LINK: ignoring '%s' (expected US:GBPS, two "
+                    "positive numbers, e.g. 1:450); the model keeps host shared memory", t);
+    }
+    t = gx_param_text(&gx_param_coll_reduce_gbps);
+    if (*t) {
+        if (positive(t, &e, &gbps) == 0 && !*e)
+            node_gamma = 1.0 / (gbps * 1e9);
+        else
+            GX_WARN(GX_SUB_COLL, "GX_COLL_REDUCE_GBPS: ignoring '%s' (expected a positive "
+                    "number of GB/s); the model keeps 4 GB/s", t);
+    }
+}
+
+const struct link_cost *coll_tune_node_link(void)
+{
+    pthread_once(&node_once, read_node_params);
+    return &node_link;
+}
+
+bool coll_tune_node_given(void)
+{
+    pthread_once(&node_once, read_node_params);
+    return node_given;
+}
+
+double coll_tune_gamma(void)
+{
+    pthread_once(&node_once, read_node_params);
+    return node_gamma;
+}
+
+void coll_tune_set_node(double alpha, double beta, double gamma)
+{
+    pthread_once(&node_once, read_node_params);
+    if (alpha > 0)
+        node_link.alpha = alpha, node_link.name = "node (set)", node_given = true;
+    if (beta > 0)
+        node_link.beta = beta, node_link.name = "node (set)", node_given = true;
+    if (gamma > 0)
+        node_gamma = gamma;
+}
 /* ---- GX_ALGO ---------------------------------------------------------------- */
 
 static enum coll_algo forced[COLL_KIND_COUNT];
@@ -118,18 +199,18 @@ double coll_pipelined(const struct link_cost *l, double hops, size_t bytes, doub
 {
     double k = coll_chunks(bytes);
     double chunk = (double)bytes / k;
-    return (hops + k - 1) * (l->alpha + chunk * (l->beta + red * coll_gamma_reduce));
+    return (hops + k - 1) * (l->alpha + chunk * (l->beta + red * coll_tune_gamma()));
 }
 
 /* The facts every cost function reads (coll_tune.h). */
 static struct coll_model model(enum coll_kind kind, size_t bytes, int n, int nodes,
                                const struct node_shape *sh, const struct link_cost *net)
 {
-    const struct link_cost *l = nodes > 1 ? net : &coll_link_shm;
+    const struct link_cost *l = nodes > 1 ? net : coll_tune_node_link();
     int p = coll_pof2(n);
     return (struct coll_model){
         .kind = kind, .bytes = bytes, .n = n, .nodes = nodes, .sh = sh, .net = net, .l = l,
-        .S = (double)bytes, .a = l->alpha, .b = l->beta, .g = coll_gamma_reduce, .p = p,
+        .S = (double)bytes, .a = l->alpha, .b = l->beta, .g = coll_tune_gamma(), .p = p,
         .L = log2i(p), .fold = p != n ? 1 : 0, .lg = log2i(n),
     };
 }

@@ -46,6 +46,26 @@ struct link_cost {
  * communicator replaces tcp's with its probed link), reduction speed. */
 extern const struct link_cost coll_link_shm, coll_link_tcp;
 extern const double coll_gamma_reduce; /* seconds per byte reduced */
+/* GX_ALGO, GX_HIER_RAIL, GX_COLL_NODE_LINK, GX_COLL_REDUCE_GBPS (coll_tune.c). */
+extern const struct gx_param gx_param_coll_node_link, gx_param_coll_reduce_gbps;
+
+/** The node's inside as the model prices it: the link between ranks of one
+ *  node (one-node algorithms, hier's intra-node phases) and the seconds per
+ *  byte reduced. GX_COLL_NODE_LINK=US:GBPS and GX_COLL_REDUCE_GBPS=X set
+ *  them (the same on every rank, as GX_ALGO), coll_tune_set_node overrides
+ *  both; the defaults are coll_link_shm and coll_gamma_reduce (host shared
+ *  memory, measured on the development machine). An NVLink node's are
+ *  about 1 us, 450 GB/s and a GPU's reduction rate. */
+const struct link_cost *coll_tune_node_link(void);
+double coll_tune_gamma(void);
+/** Set the node's link (alpha s per message, beta s per byte) and gamma (s
+ *  per byte reduced) for every later prediction; a value <= 0 keeps the
+ *  current one. For tools that model another machine (gx-sim --regret). */
+void coll_tune_set_node(double alpha, double beta, double gamma);
+/** The node's link was given (GX_COLL_NODE_LINK or coll_tune_set_node): hier's
+ *  intra-node phases are priced as its ring over that link, not as the host
+ *  arena's copies. */
+bool coll_tune_node_given(void);
 /* GX_ALGO, GX_HIER_RAIL (defined in coll_tune.c). */
 extern const struct gx_param gx_param_algo, gx_param_hier_rail;
 

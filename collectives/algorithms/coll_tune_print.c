@@ -77,11 +77,16 @@ int gx_coll_tuning_print_net(FILE *f, int nranks, int nnodes, double net_alpha, 
     if (nranks < 1 || nnodes < 1 || nnodes > nranks)
         return gx_fail(GX_EINVAL, GX_SUB_COLL, "tuning: need 1 <= nodes (%d) <= ranks (%d)",
                        nnodes, nranks);
-    const struct link_cost *l = nnodes > 1 ? net : &coll_link_shm;
+    const struct link_cost *l = nnodes > 1 ? net : coll_tune_node_link();
     fprintf(f, "collective algorithms for %d rank(s) on %d node(s)\n", nranks, nnodes);
     fprintf(f, "cost model: link %s alpha %.1f us, %.2f GB/s; reduction %.2f GB/s; "
             "pipelining chunk GX_COLL_CHUNK=%s\n", l->name, l->alpha * 1e6, 1e-9 / l->beta,
-            1e-9 / coll_gamma_reduce, gx_param_text(&gx_param_coll_chunk));
+            1e-9 / coll_tune_gamma(), gx_param_text(&gx_param_coll_chunk));
+    if (nnodes > 1) {
+        const struct link_cost *nl = coll_tune_node_link();
+        fprintf(f, "inside a node: %s alpha %.1f us, %.2f GB/s (GX_COLL_NODE_LINK)\n", nl->name,
+                nl->alpha * 1e6, 1e-9 / nl->beta);
+    }
     if (nnodes > 1 && net == &coll_link_tcp)
         fprintf(f, "(a communicator across nodes replaces the tcp figures with its own link's, "
                 "probed at set-up: GX_COLL_PROBE; GX_DEBUG=info shows them)\n");

@@ -26,8 +26,15 @@ static double bus_factor(enum coll_kind k, int n)
 
 static struct node_shape shape_of(const struct sim_machine *m, int n)
 {
-    int g = m->gpus_per_node;
-    struct node_shape sh = { (n + g - 1) / g, g < n ? g : n, n % g != 0, g };
+    int g = m->gpus_per_node, nics = sim_nics(m);
+    struct node_shape sh = { (n + g - 1) / g, g < n ? g : n, n % g != 0, nics };
+    if (m->layout_nodes) {
+        sh.nodes = m->layout_nodes, sh.L = 0, sh.uneven = false;
+        for (int k = 0; k < m->layout_nodes; k++) {
+            sh.L = m->layout[k] > sh.L ? m->layout[k] : sh.L;
+            sh.uneven |= m->layout[k] != m->layout[0];
+        }
+    }
     return sh;
 }
 
@@ -36,7 +43,8 @@ static struct node_shape shape_of(const struct sim_machine *m, int n)
 static struct link_cost net_of(const struct sim_machine *m, int n)
 {
     double lat = 0, bw = 1;
-    sim_platform_path(m, 0, m->gpus_per_node < n ? m->gpus_per_node : n - 1, &lat, &bw);
+    int first = sim_nodes_of(m, n) > 1 ? sim_node_first(m, 1) : n - 1;
+    sim_platform_path(m, 0, first, &lat, &bw);
     struct link_cost l = { "sim", lat, 1.0 / bw };
     return l;
 }
@@ -58,7 +66,9 @@ static struct sim_algo model_choice(const struct sim_machine *m, int n, size_t b
 static int simulate(const struct sim_opts *o, int n, enum coll_kind kind, struct sim_algo a,
                     size_t size, double *seconds, char *err, size_t errlen)
 {
-    struct sim_layout lay = { n, o->machine.gpus_per_node };
+    struct sim_layout lay = { n, o->machine.gpus_per_node,
+                              o->machine.layout_nodes ? o->machine.layout : NULL,
+                              o->machine.layout_nodes };
     struct sim_plan plan;
     if (sim_count_of(kind, size, n) == 0) {
         snprintf(err, errlen, "size %zu is under one element per rank", size);
@@ -79,12 +89,20 @@ static int simulate(const struct sim_opts *o, int n, enum coll_kind kind, struct
 static void print_header(const struct sim_opts *o, int n, enum coll_kind kind)
 {
     const struct sim_machine *m = &o->machine;
-    int g = m->gpus_per_node;
-    printf("# gx-sim: %s on %d GPUs (%d node(s) x %d), NIC %g Gb/s, NVLink %g Gb/s, "
-           "oversubscription %g, %d nodes per leaf, latency %g us (+%g through the spines, "
-           "%g inside a node), memory %g GB/s\n", coll_kind_name(kind), n, (n + g - 1) / g, g,
-           m->nic_gbps, m->nvlink_gbps, m->oversub, m->nodes_per_leaf, m->nic_lat_us,
-           m->spine_lat_us, m->nvlink_lat_us, m->mem_gbytes);
+    char shape[SIM_MAX_LAYOUT * 4 + 32] = "";
+    if (m->layout_nodes) {
+        for (int k = 0; k < m->layout_nodes; k++)
+            snprintf(shape + strlen(shape), sizeof(shape) - strlen(shape), "%s%d", k ? "+" : "",
+                     m->layout[k]);
+    } else {
+        snprintf(shape, sizeof(shape), "%d x %d", sim_nodes_of(m, n), m->gpus_per_node);
+    }
+    printf("# gx-sim: %s on %d GPUs (%d node(s): %s), %d NIC(s) per node, NIC %g Gb/s, "
+           "NVLink %g Gb/s, oversubscription %g, %d nodes per leaf, latency %g us (+%g through "
+           "the spines, %g inside a node), memory %g GB/s, %g us per message\n",
+           coll_kind_name(kind), n, sim_nodes_of(m, n), shape, sim_nics(m), m->nic_gbps,
+           m->nvlink_gbps, m->oversub, m->nodes_per_leaf, m->nic_lat_us, m->spine_lat_us,
+           m->nvlink_lat_us, m->mem_gbytes, m->msg_us);
     printf("# %10s  %12s  %8s  %6s  %6s  %-11s  %9s  %7s  %7s\n", "size", "count", "type",
            "redop", "root", "algo", "time", "algbw", "busbw");
     printf("# %10s  %12s  %8s  %6s  %6s  %-11s  %9s  %7s  %7s\n", "(B)", "(elements)", "", "",
@@ -159,8 +177,10 @@ static int run_regret(const struct sim_opts *o)
         for (int i = 0; i < COLL_RAIL_ALGOS && coll_tune_hier_applies(&sh); i++)
             algos[na++] = (struct sim_algo){ COLL_ALGO_HIER, coll_rail_algos[i] };
         printf("# gx-sim --regret: allreduce on %d GPUs (%d x %d), NIC %g Gb/s, NVLink %g "
-               "Gb/s, oversubscription %g\n", n, sh.nodes, o->machine.gpus_per_node,
-               o->machine.nic_gbps, o->machine.nvlink_gbps, o->machine.oversub);
+               "Gb/s, oversubscription %g; the model's node: %.1f us, %.1f GB/s, reductions "
+               "%.1f GB/s\n", n, sh.nodes, o->machine.gpus_per_node, o->machine.nic_gbps,
+               o->machine.nvlink_gbps, o->machine.oversub, coll_tune_node_link()->alpha * 1e6,
+               1e-9 / coll_tune_node_link()->beta, 1e-9 / coll_tune_gamma());
         printf("# %10s  %-11s  %10s  %-11s  %10s  %7s  %s\n", "size", "model", "time(us)",
                "best", "time(us)", "regret", "skipped");
         for (int si = 0; si < o->nsizes; si++) {
@@ -214,5 +234,10 @@ int main(int argc, char **argv)
     int rc = sim_opts_parse(&o, argc, argv);
     if (rc != 0)
         return rc > 0 ? 0 : 2;
+    /* The cost model's node: the simulated one's link and reduction rate (a
+     * reduction is 3 bytes of memory traffic per byte reduced). */
+    if (!o.model_host)
+        coll_tune_set_node(o.machine.nvlink_lat_us * 1e-6, 8 / (o.machine.nvlink_gbps * 1e9),
+                           3 / (o.machine.mem_gbytes * 1e9));
     return o.regret ? run_regret(&o) : run_table(&o);
 }

@@ -22,6 +22,8 @@ enum { WAITING, QUEUED, POSTED, DONE };
 
 /* What the child's actors share (one simulation per process). */
 static const struct sim_plan *the_plan;
+static const struct sim_machine *the_machine;
+static double msg_flops; /* a message's software cost on its sender, in the host's flops */
 static int ranks_finished;
 static double last_finish;
 static char failure[256];
@@ -36,10 +38,9 @@ struct rank_run {
     int *child_first, *child;   /* steps that depend on step i: child[child_first[i]..] */
     int *order_prev, *order_next; /* same direction and peer, by message number */
     int *queue, nqueued;        /* ready steps: a heap by index (the engine's scan order) */
-    /* Posted messages: the "live" ones are waited for (sends, and receives
-     * whose send is posted); a receive posted before its send stays out of
-     * the wait until the sender says it is (waiting on thousands of early
-     * receives made every wait cost thousands). */
+    /* Posted receives: the "live" ones (their send is posted) are waited
+     * for; waiting on thousands of early receives made every wait cost
+     * thousands. */
     sg_comm_t *posted;          /* per step */
     int *ordinal;               /* receive: its place among those from its peer */
     int *sends_seen, *next_live; /* per peer: sends it posted to us; our next receive
@@ -48,6 +49,16 @@ struct rank_run {
     int *comm_step, ninflight;
     bool waiting, wake_sent;
     sg_comm_t wake;             /* receive on our wake-up mailbox, or NULL */
+    double *due;                /* per step: the earliest it may run (its deps' ends) */
+    double last_end;            /* the latest end of a step */
+    bool finished;              /* every step done: the tx actor may end */
+    /* The rank's transmit queue (its tx actor, tx_main). */
+    unsigned char *wired;       /* per send: its bytes are across */
+    int *to_put, put_head, put_tail; /* sends the tx actor puts on the wire next */
+    int *sent, sent_head, sent_tail; /* sends across, for the rank to complete */
+    sg_comm_t *tx_comms, tx_wake;
+    int *tx_step, tx_n;
+    bool tx_waiting, tx_wake_sent;
     void *payload;              /* where receives put the (empty) payloads */
 };
 
@@ -85,6 +96,12 @@ static void rank_run_free(struct rank_run *rr)
     free(rr->ordinal);
     free(rr->sends_seen);
     free(rr->next_live);
+    free(rr->due);
+    free(rr->wired);
+    free(rr->to_put);
+    free(rr->sent);
+    free(rr->tx_comms);
+    free(rr->tx_step);
 }
 
 /* Dependency counts, the reverse edges and the message order chains. */
@@ -108,9 +125,16 @@ static int rank_run_init(struct rank_run *rr, int rank)
     rr->ordinal = calloc(sz, sizeof(int));
     rr->sends_seen = calloc((size_t)the_plan->nranks, sizeof(int));
     rr->next_live = malloc((size_t)the_plan->nranks * sizeof(int));
+    rr->due = calloc(sz, sizeof(double));
+    rr->wired = calloc(sz, 1);
+    rr->to_put = malloc(sz * sizeof(int));
+    rr->sent = malloc(sz * sizeof(int));
+    rr->tx_comms = malloc((sz + 1) * sizeof(sg_comm_t));
+    rr->tx_step = malloc(sz * sizeof(int));
     if (!rr->state || !rr->indeg || !rr->child_first || !rr->child || !rr->order_prev ||
         !rr->order_next || !rr->queue || !rr->comms || !rr->comm_step || !rr->posted ||
-        !rr->ordinal || !rr->sends_seen || !rr->next_live)
+        !rr->ordinal || !rr->sends_seen || !rr->next_live || !rr->due ||
+        !rr->wired || !rr->to_put || !rr->sent || !rr->tx_comms || !rr->tx_step)
         return -1;
     for (int r = 0; r < the_plan->nranks; r++)
         rr->next_live[r] = -1;
@@ -194,12 +218,25 @@ static int take_ready(struct rank_run *rr)
     return top;
 }
 
+static double latency(int from, int to);
+
+/* Step i is done: now, or for a send when its bytes were across (kept in
+ * due[i]); a receive's effects come a latency later (the platform's links
+ * carry none, so that a pair's messages follow each other on the wire
+ * without gaps): its dependants may not run before. */
 static void complete(struct rank_run *rr, int i)
 {
+    double end = rr->steps[i].kind == CS_SEND ? rr->due[i] : simgrid_get_clock();
+    if (rr->steps[i].kind == CS_RECV)
+        end += latency(rr->steps[i].peer, rr->rank);
+    if (end > rr->last_end)
+        rr->last_end = end;
     rr->state[i] = DONE;
     rr->ndone++;
     for (int k = rr->child_first[i]; k < rr->child_first[i + 1]; k++) {
         int c = rr->child[k];
+        if (end > rr->due[c])
+            rr->due[c] = end;
         rr->indeg[c]--;
         make_ready(rr, c);
     }
@@ -230,10 +267,13 @@ static void make_live(struct rank_run *rr, int i)
     rr->comm_step[rr->ninflight++] = i;
 }
 
-static sg_mailbox_t wake_mailbox(int rank)
+static void wake_rank(struct rank_run *rr);
+
+/* A rank's wake-up mailbox ("wake"), its tx actor's ("tx"). */
+static sg_mailbox_t rank_mailbox(const char *what, int rank)
 {
     char name[32];
-    snprintf(name, sizeof(name), "wake%d", rank);
+    snprintf(name, sizeof(name), "%s%d", what, rank);
     return sg_mailbox_by_name(name);
 }
 
@@ -250,22 +290,106 @@ static void receives_live(struct rank_run *rr, int peer)
         rr->next_live[peer] = rr->order_next[i];
         added = true;
     }
-    if (added && rr->waiting && !rr->wake_sent) {
-        rr->wake_sent = true;
-        /* Never waited for nor released (SimGrid 3.32 aborts on releasing a
-         * started comm); the simulation's process ends soon after. */
-        (void)sg_mailbox_put_async(wake_mailbox(rr->rank), &message_token, 0);
+    /* Wake-ups are never waited for nor released (SimGrid 3.32 aborts on
+     * releasing a started comm); the simulation's process ends soon after. */
+    if (added)
+        wake_rank(rr);
+}
+
+/* An empty message to a waiting actor's wake-up mailbox, once per wait. */
+static void wake(bool waiting, bool *sent, const char *what, int rank)
+{
+    if (waiting && !*sent) {
+        *sent = true;
+        (void)sg_mailbox_put_async(rank_mailbox(what, rank), &message_token, 0);
     }
 }
 
+static void wake_rank(struct rank_run *rr) { wake(rr->waiting, &rr->wake_sent, "wake", rr->rank); }
+static void wake_tx(struct rank_run *rr) { wake(rr->tx_waiting, &rr->tx_wake_sent, "tx", rr->rank); }
+
+/* Send i's bytes are across: the rank completes it; the pair's next
+ * message, if the rank has posted it, goes on the wire. */
+static void wire_done(struct rank_run *rr, int i)
+{
+    rr->wired[i] = 1;
+    rr->due[i] = simgrid_get_clock();
+    rr->sent[rr->sent_tail++] = i;
+    int next = rr->order_next[i];
+    if (next >= 0 && rr->state[next] == POSTED)
+        rr->to_put[rr->put_tail++] = next;
+    wake_rank(rr);
+}
+
+static void tx_remove(struct rank_run *rr, int k)
+{
+    int i = rr->tx_step[k];
+    rr->tx_n--;
+    rr->tx_comms[k] = rr->tx_comms[rr->tx_n];
+    rr->tx_step[k] = rr->tx_step[rr->tx_n];
+    wire_done(rr, i);
+}
+
+/* The tx actor: puts the queued sends on the wire, waits for them. */
+static void tx_main(int argc, char **argv)
+{
+    struct rank_run *rr = &runs[argc > 1 ? atoi(argv[1]) : 0];
+    for (;;) {
+        while (rr->put_head < rr->put_tail) {
+            int i = rr->to_put[rr->put_head++];
+            const struct sim_step *s = &rr->steps[i];
+            rr->tx_comms[rr->tx_n] = sg_mailbox_put_async(pair_mailbox(rr->rank, s->peer),
+                                                          &message_token, s->bytes);
+            rr->tx_step[rr->tx_n++] = i;
+        }
+        if (rr->tx_n == 0 && rr->finished)
+            return;
+        rr->tx_waiting = true; /* before the simcall, as the rank's wait */
+        if (!rr->tx_wake)
+            rr->tx_wake = sg_mailbox_get_async(rank_mailbox("tx", rr->rank), &rr->payload);
+        if (rr->put_head < rr->put_tail) {
+            rr->tx_waiting = false;
+            continue;
+        }
+        int n = rr->tx_n;
+        rr->tx_comms[n] = rr->tx_wake;
+        ssize_t k = sg_comm_wait_any(rr->tx_comms, (size_t)n + 1);
+        rr->tx_waiting = false;
+        if (k == n) {
+            rr->tx_wake = NULL;
+            rr->tx_wake_sent = false;
+            continue;
+        }
+        if (k < 0 || k > n) {
+            snprintf(failure, sizeof(failure), "rank %d: a send's wait failed", rr->rank);
+            return;
+        }
+        tx_remove(rr, (int)k);
+        for (int j = 0; j < rr->tx_n;) /* the ones that finished at the same time */
+            if (sg_comm_test(rr->tx_comms[j]))
+                tx_remove(rr, j);
+            else
+                j++;
+    }
+}
+
+/* A pair's messages cross its connection one after the other, in message
+ * order (a tcp stream, a queue pair, a shm ring): a send is queued for the
+ * tx actor when the pair's previous one is across, else wire_done()
+ * queues it. Concurrent sends of one pair sharing the link would finish
+ * together and undo the chunks' pipelining. */
 static void run_step(struct rank_run *rr, int i)
 {
     const struct sim_step *s = &rr->steps[i];
     if (s->kind == CS_SEND) {
-        rr->posted[i] = sg_mailbox_put_async(pair_mailbox(rr->rank, s->peer), &message_token,
-                                             s->bytes);
+        if (msg_flops > 0)
+            sg_actor_execute(msg_flops);
         rr->state[i] = POSTED;
-        make_live(rr, i);
+        int prev = rr->order_prev[i];
+        if (prev < 0 || rr->wired[prev]) {
+            rr->to_put[rr->put_tail++] = i;
+            wake_tx(rr);
+        }
         runs[s->peer].sends_seen[rr->rank]++;
         receives_live(&runs[s->peer], rr->rank);
         make_ready(rr, rr->order_next[i]);
@@ -284,6 +408,14 @@ static void run_step(struct rank_run *rr, int i)
     complete(rr, i);
 }
 
+/* One-way latency from `from` to `to` (sim_platform_path). */
+static double latency(int from, int to)
+{
+    double lat = 0, bw = 0;
+    sim_platform_path(the_machine, from, to, &lat, &bw);
+    return lat;
+}
+
 static void rank_main(int argc, char **argv)
 {
     int rank = argc > 1 ? atoi(argv[1]) : 0;
@@ -291,20 +423,32 @@ static void rank_main(int argc, char **argv)
     for (int i = 0; i < rr->nsteps; i++)
         make_ready(rr, i);
     while (rr->ndone < rr->nsteps) {
-        while (rr->nqueued)
-            run_step(rr, take_ready(rr));
+        while (rr->sent_head < rr->sent_tail)
+            complete(rr, rr->sent[rr->sent_head++]);
+        while (rr->nqueued) {
+            int i = take_ready(rr);
+            if (rr->due[i] > simgrid_get_clock())
+                sg_actor_sleep_until(rr->due[i]); /* a receive it needs is not in yet */
+            run_step(rr, i);
+        }
         if (rr->ndone == rr->nsteps)
             break;
+        /* Waiting from here: posting the wake-up is a simcall, in which the
+         * tx actor or a sender may run (and must wake us). */
+        rr->waiting = true;
         if (!rr->wake)
-            rr->wake = sg_mailbox_get_async(wake_mailbox(rank), &rr->payload);
+            rr->wake = sg_mailbox_get_async(rank_mailbox("wake", rank), &rr->payload);
+        if (rr->sent_head < rr->sent_tail) {
+            rr->waiting = false;
+            continue;
+        }
         /* Senders append live receives while this waits (from slot n on,
          * over the wake-up's slot): the answer is read against n. */
         int n = rr->ninflight;
         rr->comms[n] = rr->wake;
-        rr->waiting = true;
         ssize_t k = sg_comm_wait_any(rr->comms, (size_t)n + 1);
         rr->waiting = false;
-        if (k == n) { /* woken: a receive became live */
+        if (k == n) { /* woken: a receive became live, or a send is across */
             rr->wake = NULL;
             rr->wake_sent = false;
             continue;
@@ -318,8 +462,7 @@ static void rank_main(int argc, char **argv)
         rr->comms[k] = rr->comms[rr->ninflight];
         rr->comm_step[k] = rr->comm_step[rr->ninflight];
         complete(rr, i);
-        /* Whatever else finished by now, before any step runs: the order
-         * of equal completions must not decide the order of the steps. */
+        /* Whatever else finished by now, before any step runs. */
         for (int j = 0; j < rr->ninflight;) {
             if (!sg_comm_test(rr->comms[j])) {
                 j++;
@@ -332,11 +475,22 @@ static void rank_main(int argc, char **argv)
             complete(rr, done);
         }
     }
+    rr->finished = true;
+    wake_tx(rr);
     if (rr->ndone == rr->nsteps) {
+        if (rr->last_end > simgrid_get_clock())
+            sg_actor_sleep_until(rr->last_end); /* the last receive's latency */
         ranks_finished++;
         if (simgrid_get_clock() > last_finish)
             last_finish = simgrid_get_clock();
     }
+    /* Stay, as a daemon, until the tx actors are gone: an actor that ends
+     * fails the messages it left in flight (the wake-ups its tx actor
+     * waits for). The simulation ends with the last tx actor. Sleeping
+     * instead would hide a deadlock: the clock would run on for ever. */
+    sg_actor_daemonize(sg_actor_self());
+    (void)sg_mailbox_get(rank_mailbox("never", rank)); /* blocked, not sleeping: a
+                                                          deadlock is still found */
 }
 
 struct answer {
@@ -361,6 +515,8 @@ static void simulate(const struct sim_plan *plan, const struct sim_machine *m, i
                          "--cfg=contexts/stack-size:256", NULL };
         int argc = 6;
         the_plan = plan;
+        the_machine = m;
+        msg_flops = m->msg_us * 1e-6 * m->mem_gbytes * 1e9;
         runs = calloc((size_t)plan->nranks, sizeof(*runs));
         for (int r = 0; r < plan->nranks; r++)
             if (!runs || rank_run_init(&runs[r], r) != 0) {
@@ -375,6 +531,7 @@ static void simulate(const struct sim_plan *plan, const struct sim_machine *m, i
             snprintf(name, sizeof(name), "%d", r);
             const char *argv[] = { "rank", name };
             sg_actor_create_(name, sg_host_by_name(host), rank_main, 2, argv);
+            sg_actor_create_("tx", sg_host_by_name(host), tx_main, 2, argv);
         }
         simgrid_run();
         for (int r = 0; r < plan->nranks; r++)

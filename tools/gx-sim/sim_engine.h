@@ -10,6 +10,12 @@
  * matching pairs a send with its own receive); a reduction, copy or
  * average runs on the actor (its memory traffic at mem_gbytes) while its
  * posted messages move; the time is when the last rank finishes.
+ * A second actor per rank, its transmit queue, puts the rank's sends on
+ * the wire: a pair's one after the other (a tcp stream, a queue pair),
+ * whatever the rank's actor is doing. The links carry no latency; a
+ * receive's dependants wait its pair's latency after its last byte, so a
+ * pair's messages follow each other without gaps. --msg-us charges each
+ * send that much of its rank's time.
  *
  * SimGrid runs once per process, so each run is a child process; the
  * parent keeps the plan and reads the answer back.

@@ -22,6 +22,12 @@ static const char usage[] =
     "gx-perf's columns.\n\n"
     "  --gpus N[,N...]        GPUs (ranks), %d..%d (default 64)\n"
     "  --gpus-per-node G      GPUs per node (default 8); the last node may be smaller\n"
+    "  --layout A+B+...       node sizes in rank order instead (e.g. 3+1+2; at most 64\n"
+    "                         nodes); sets --gpus to their sum\n"
+    "  --nics-per-node K      NICs per node, GPU i of a node on NIC i mod K (default:\n"
+    "                         one per GPU; 1: the node's ranks share one link)\n"
+    "  --msg-us X             software cost of a message on its sender, us of CPU\n"
+    "                         time in series with its reductions (default 0)\n"
     "  --nic-gbps X           NIC bandwidth per GPU, Gb/s each way (default 400)\n"
     "  --nvlink-gbps X        NVLink bandwidth per GPU, Gb/s each way (default 3600)\n"
     "  --oversub X            leaf oversubscription, down/up capacity (default 1)\n"
@@ -39,6 +45,9 @@ static const char usage[] =
     "  --factor F             MIN:MAX steps by this factor (default 4)\n"
     "  --regret               per size, the cost model's choice (gx-info --tuning)\n"
     "                         against the fastest simulated all-reduce algorithm\n"
+    "  --model-node sim|host  --regret: the cost model's node link and reduction rate\n"
+    "                         are the simulated machine's (sim, default: NVLink,\n"
+    "                         --mem-GBps / 3) or its host shared-memory defaults\n"
     "  --max-steps N          skip a simulation of more steps over all ranks\n"
     "                         (default 20000000; memory is 28 bytes a step)\n"
     "  --help                 this text\n";
@@ -117,6 +126,32 @@ static int parse_gpus(struct sim_opts *o, const char *arg)
         o->gpus[o->ngpus++] = (int)v;
     }
     return o->ngpus ? 0 : bad("--gpus", arg, "empty");
+}
+
+/* --layout A+B+...: node sizes; the GPUs are their sum, gpus_per_node the
+ * largest. */
+static int parse_layout(struct sim_opts *o, const char *arg)
+{
+    char buf[512];
+    struct sim_machine *m = &o->machine;
+    int total = 0, largest = 0;
+    snprintf(buf, sizeof(buf), "%s", arg);
+    m->layout_nodes = 0;
+    for (char *save, *t = strtok_r(buf, "+", &save); t; t = strtok_r(NULL, "+", &save)) {
+        long v;
+        if (m->layout_nodes == SIM_MAX_LAYOUT)
+            return bad("--layout", arg, "more than 64 nodes");
+        if (parse_int("--layout", t, 1, 64, &v) != 0)
+            return -1;
+        m->layout[m->layout_nodes++] = (int)v;
+        total += (int)v;
+        largest = (int)v > largest ? (int)v : largest;
+    }
+    if (total < MIN_GPUS)
+        return bad("--layout", arg, "fewer than 2 GPUs in all");
+    m->gpus_per_node = largest;
+    o->gpus[0] = total, o->ngpus = 1;
+    return 0;
 }
 
 static int parse_colls(struct sim_opts *o, const char *arg)
@@ -219,7 +254,8 @@ void sim_algo_name(const struct sim_algo *a, char *buf, size_t len)
 int sim_opts_parse(struct sim_opts *o, int argc, char **argv)
 {
     enum { O_GPUS = 256, O_GPN, O_NIC, O_NVL, O_OVER, O_NPL, O_NICLAT, O_SPINELAT, O_NVLLAT,
-           O_MEM, O_COLL, O_ALGO, O_SIZES, O_FACTOR, O_REGRET, O_MAXSTEPS, O_HELP };
+           O_MEM, O_COLL, O_ALGO, O_SIZES, O_FACTOR, O_REGRET, O_MAXSTEPS, O_HELP, O_LAYOUT,
+           O_NICS, O_MSG, O_MODELNODE };
     static const struct option longs[] = {
         { "gpus", 1, NULL, O_GPUS },           { "gpus-per-node", 1, NULL, O_GPN },
         { "nic-gbps", 1, NULL, O_NIC },        { "nvlink-gbps", 1, NULL, O_NVL },
@@ -229,19 +265,23 @@ int sim_opts_parse(struct sim_opts *o, int argc, char **argv)
         { "coll", 1, NULL, O_COLL },           { "algo", 1, NULL, O_ALGO },
         { "sizes", 1, NULL, O_SIZES },         { "factor", 1, NULL, O_FACTOR },
         { "regret", 0, NULL, O_REGRET },       { "max-steps", 1, NULL, O_MAXSTEPS },
-        { "help", 0, NULL, O_HELP },           { NULL, 0, NULL, 0 }
+        { "help", 0, NULL, O_HELP },           { "layout", 1, NULL, O_LAYOUT },
+        { "nics-per-node", 1, NULL, O_NICS },  { "msg-us", 1, NULL, O_MSG },
+        { "model-node", 1, NULL, O_MODELNODE },
+        { NULL, 0, NULL, 0 }
     };
     struct sim_machine m = SIM_MACHINE_DEFAULT;
     *o = (struct sim_opts){ .ngpus = 1, .gpus = { 64 }, .ncolls = 1,
                             .colls = { COLL_ALLREDUCE }, .max_steps = 20000000, .machine = m };
     const char *sizes = "1K:1G";
     long v, factor = 4;
+    bool gpus_given = false;
     int c, rc = 0;
     opterr = 0;
     while (rc == 0 && (c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
         struct sim_machine *M = &o->machine;
         switch (c) {
-        case O_GPUS: rc = parse_gpus(o, optarg); break;
+        case O_GPUS: rc = parse_gpus(o, optarg), gpus_given = true; break;
         case O_GPN:
             rc = parse_int("--gpus-per-node", optarg, 1, 64, &v);
             M->gpus_per_node = (int)v;
@@ -272,6 +312,18 @@ int sim_opts_parse(struct sim_opts *o, int argc, char **argv)
             o->max_steps = (size_t)steps;
             break;
         }
+        case O_LAYOUT: rc = parse_layout(o, optarg); break;
+        case O_NICS:
+            rc = parse_int("--nics-per-node", optarg, 1, 64, &v);
+            M->nics_per_node = (int)v;
+            break;
+        case O_MSG: rc = parse_double("--msg-us", optarg, 0, 1e6, &M->msg_us); break;
+        case O_MODELNODE:
+            if (strcmp(optarg, "sim") == 0 || strcmp(optarg, "host") == 0)
+                o->model_host = strcmp(optarg, "host") == 0;
+            else
+                rc = bad("--model-node", optarg, "sim or host");
+            break;
         case O_HELP: printf(usage, MIN_GPUS, MAX_GPUS); return 1;
         default:
             fprintf(stderr, "gx-sim: %s: %s (gx-sim --help)\n", argv[optind - 1],
@@ -279,6 +331,10 @@ int sim_opts_parse(struct sim_opts *o, int argc, char **argv)
             return -1;
         }
     }
+    if (rc == 0 && o->machine.layout_nodes && gpus_given)
+        rc = bad("--gpus", "", "not with --layout (the layout's sizes sum to the GPUs)");
+    if (rc == 0 && o->machine.nics_per_node > o->machine.gpus_per_node)
+        o->machine.nics_per_node = o->machine.gpus_per_node; /* no more NICs than GPUs */
     if (rc == 0 && optind < argc)
         rc = bad("argument", argv[optind], "gx-sim takes options only");
     if (rc == 0)

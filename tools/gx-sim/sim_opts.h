@@ -28,6 +28,7 @@ struct sim_opts {
     size_t sizes[64];
     int nsizes;
     bool regret;
+    bool model_host;          /* --model-node host: the model keeps its host defaults */
     size_t max_steps;
     struct sim_machine machine;
 };

@@ -48,12 +48,13 @@ static void buffer_bytes(enum coll_kind kind, size_t count, int n, size_t *send,
 
 static int node_sizes(const struct sim_layout *lay, int **out)
 {
-    int g = lay->gpus_per_node, nodes = (lay->nranks + g - 1) / g;
+    int g = lay->gpus_per_node, nodes = lay->node_sizes ? lay->nodes : (lay->nranks + g - 1) / g;
     int *sizes = malloc((size_t)nodes * sizeof(int));
     if (!sizes)
         return -1;
     for (int m = 0; m < nodes; m++)
-        sizes[m] = m < nodes - 1 || lay->nranks % g == 0 ? g : lay->nranks % g;
+        sizes[m] = lay->node_sizes ? lay->node_sizes[m]
+                   : m < nodes - 1 || lay->nranks % g == 0 ? g : lay->nranks % g;
     *out = sizes;
     return nodes;
 }
@@ -106,6 +107,13 @@ int sim_plan_build(struct sim_plan *p, const struct sim_layout *lay, enum coll_k
     size_t count = sim_count_of(kind, size, n), send_bytes, recv_bytes;
     struct node_shape sh = { nodes, lay->gpus_per_node < n ? lay->gpus_per_node : n,
                              n % lay->gpus_per_node != 0, lay->gpus_per_node };
+    if (lay->node_sizes && nodes > 0) {
+        sh.L = 0, sh.uneven = false;
+        for (int m = 0; m < nodes; m++) {
+            sh.L = sizes[m] > sh.L ? sizes[m] : sh.L;
+            sh.uneven |= sizes[m] != sizes[0];
+        }
+    }
     const char *why = nodes < 0 ? "out of memory" : unusable(algo, kind, &sh);
     if (why) {
         snprintf(err, errlen, "%s %s: %s", coll_algo_name(algo), coll_kind_name(kind), why);

@@ -45,6 +45,8 @@ struct sim_plan {
 struct sim_layout {
     int nranks;
     int gpus_per_node;
+    const int *node_sizes; /* NULL: nodes of gpus_per_node; else `nodes` sizes summing to nranks */
+    int nodes;
 };
 
 /* The collective's `size` as nccl-tests and gx-perf count it: the whole

@@ -15,6 +15,10 @@
 #          local rank i uses gxh<i mod 2>. RAIL_MIN_BYTES=B then requires
 #          every node's gxh0 and gxh1 to have sent at least B bytes;
 #          RAIL1_MAX_BYTES=B requires gxh1 to have sent at most B.
+# TBF_RATE=RATE (tc's units, e.g. 200mbit): caps each node's link at RATE
+#          each way (tbf on the node's end and on the bridge's port toward
+#          it), so that rate and not the CPUs bounds what crosses nodes
+#          (perf/sim_calibrate.sh). RANK_TIMEOUT=S: each rank's limit (150).
 # Default: every rank must exit 0. Needs root and iproute2; exits 77 (skip)
 # saying why when namespaces cannot be made.
 set -u
@@ -47,6 +51,15 @@ fi
 for ((k = 0; k < nodes; k++)); do
     netns_bridge_join "${tag}n$k" "${tag}br" br0 "${tag}h$k" "${tag}p$k" gxh0 "$net.$((k + 1))/24" ||
         { echo "FAIL: namespace setup for node $k"; exit 1; }
+    if [ -n "${TBF_RATE:-}" ]; then
+        # burst 64kb: one GSO segment, a few ms at the rates meant here
+        for end in "${tag}n$k gxh0" "${tag}br ${tag}h$k"; do
+            read -r tns tdev <<<"$end"
+            ip netns exec "$tns" tc qdisc add dev "$tdev" root tbf rate "$TBF_RATE" burst 64kb \
+                latency "${TBF_LATENCY:-200ms}" 2>>"$dir/err" ||
+                { echo "SKIP: tc tbf on $tdev: $(cat "$dir/err")"; exit 77; }
+        done
+    fi
 done
 if [ "$rails" = 2 ]; then
     netns_bridge_create "${tag}bs" br1 "$dir/err" || { echo "FAIL: second bridge: $(cat "$dir/err")"; exit 1; }
@@ -70,7 +83,7 @@ for ((k = 0; k < nodes; k++)); do
         ip netns exec "${tag}n$k" env GX_RANK=$rank GX_SIZE=$n GX_LOCAL_RANK=$i \
             GX_LOCAL_SIZE="${sizes[k]}" GX_MASTER_ADDR="$net.1" GX_MASTER_PORT=$port \
             GX_JOB_KEY="$key" GX_NODE_ID="hiernode$k" GX_SOCKET_IFNAME="${GX_SOCKET_IFNAME:-gxh0}" \
-            timeout 150 "$@" >"$dir/out$rank" 2>&1 &
+            timeout "${RANK_TIMEOUT:-150}" "$@" >"$dir/out$rank" 2>&1 &
         pids+=($!)
         rank=$((rank + 1))
     done

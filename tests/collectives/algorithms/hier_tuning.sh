@@ -24,4 +24,12 @@ out=$(GX_ALGO=hier "$info" --tuning -n 4 --nodes 2) || fail "GX_ALGO=hier gx-inf
 echo "$out" | grep '^ *4 ' | grep -q ' hier (GX_ALGO)' || fail "GX_ALGO=hier not shown: $out"
 out=$(GX_ALGO=hier "$info" --tuning -n 4 --nodes 1) || fail "GX_ALGO=hier one node"
 echo "$out" | grep -q ' hier (GX_ALGO)' && fail "GX_ALGO=hier honoured on one node: $out"
+# The node's link as an input: shown, and a malformed one named and ignored.
+out=$(GX_ALGO=auto GX_COLL_NODE_LINK=1:450 "$info" --tuning -n 64 --nodes 8 --link 2:50 2>&1) ||
+    fail "GX_COLL_NODE_LINK=1:450 gx-info"
+echo "$out" | grep -q '^inside a node: node (GX_COLL_NODE_LINK) alpha 1.0 us, 450.00 GB/s' ||
+    fail "GX_COLL_NODE_LINK not shown: $out"
+out=$(GX_COLL_NODE_LINK=fast "$info" --tuning -n 8 --nodes 2 2>&1) || fail "GX_COLL_NODE_LINK=fast gx-info"
+echo "$out" | grep -q "GX_COLL_NODE_LINK: ignoring 'fast'" || fail "a bad GX_COLL_NODE_LINK not named: $out"
+echo "$out" | grep -q '^inside a node: shm alpha 4.0 us, 3.00 GB/s' || fail "bad value not ignored: $out"
 echo "PASS: gx-info --tuning shows hier vs flat and the choice"
