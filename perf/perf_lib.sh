@@ -7,6 +7,11 @@
 #                      PERF_COMMIT, PERF_LOAD_BEFORE
 #   perf_end           prints "load average after: ..." and sets PERF_LOAD_AFTER
 #   perf_commit ROOT   the commit line alone; perf_load the load average now
+#   perf_record FILE TITLE CPU_EXTRA COMMAND RUNS_HEADING REPORT OUT
+#                      writes a record: title and date, CPU (and CPU_EXTRA,
+#                      e.g. "; torch 1.13"), the command, the commit and load
+#                      lines (OUT.head's first and last), the report, then
+#                      every run (OUT) under RUNS_HEADING
 
 perf_load() { cut -d' ' -f1-3 /proc/loadavg; }
 
@@ -28,4 +33,16 @@ perf_begin() {
 perf_end() {
     PERF_LOAD_AFTER=$(perf_load)
     echo "load average after: $PERF_LOAD_AFTER"
+}
+
+perf_record() {
+    local f=$1 title=$2 cpu_extra=$3 cmd=$4 heading=$5 report=$6 out=$7
+    { echo "# $title ($(date +%Y-%m-%d))"; echo
+      echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores$cpu_extra"
+      echo "Command: $cmd"
+      head -1 "$out.head"; echo
+      echo "$report"; echo
+      echo "Every run ($heading):"; echo; echo '```'; cat "$out"; echo '```'
+      tail -1 "$out.head"; } >"$f"
+    echo "recorded $f"
 }

@@ -66,13 +66,7 @@ PY
 )
 echo "$report"
 if [ $record -eq 1 ]; then
-    f=$root/perf/results/$(date +%Y-%m-%d)-ps.md
-    { echo "# param_server.py: gx_torch.rpc vs torch.distributed.rpc ($(date +%Y-%m-%d))"; echo
-      echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; torch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)')"
-      echo "Command: perf/ps_bench.sh -r $runs -s $steps --record (build $(basename "$build")); 4 ranks under gx-run"
-      head -1 "$out.head"; echo
-      echo "$report"; echo
-      echo "Every run (run backend steps_per_s final_loss):"; echo; echo '```'; cat "$out"; echo '```'
-      tail -1 "$out.head"; } >"$f"
-    echo "recorded $f"
+    perf_record "$root/perf/results/$(date +%Y-%m-%d)-ps.md" "param_server.py: gx_torch.rpc vs torch.distributed.rpc" "; torch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)')" \
+        "perf/ps_bench.sh -r $runs -s $steps --record (build $(basename "$build")); 4 ranks under gx-run" \
+        "run backend steps_per_s final_loss" "$report" "$out"
 fi

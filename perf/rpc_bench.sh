@@ -58,14 +58,8 @@ PY
 )
 echo "$report"
 if [ $record -eq 1 ]; then
-    f=$root/perf/results/$(date +%Y-%m-%d)-rpc.md
-    { echo "# gx_torch.rpc vs torch.distributed.rpc ($(date +%Y-%m-%d))"; echo
-      echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; torch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)')"
-      echo "Command: perf/rpc_bench.sh -r $runs --record (build $(basename "$build")); 2 ranks under gx-run; each run's figure the median of its calls"
-      head -1 "$out.head"; echo
-      echo "$report"; echo
-      echo "Every run (run backend kind median_us p10_us p90_us):"; echo; echo '```'; cat "$out"; echo '```'
-      tail -1 "$out.head"; } >"$f"
-    echo "recorded $f"
+    perf_record "$root/perf/results/$(date +%Y-%m-%d)-rpc.md" "gx_torch.rpc vs torch.distributed.rpc" "; torch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)')" \
+        "perf/rpc_bench.sh -r $runs --record (build $(basename "$build")); 2 ranks under gx-run; each run's figure the median of its calls" \
+        "run backend kind median_us p10_us p90_us" "$report" "$out"
 fi
 rm -f "$out.head"

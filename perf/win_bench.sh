@@ -66,13 +66,7 @@ PY
 )
 echo "$report"
 if [ $record -eq 1 ]; then
-    f=$root/perf/results/$(date +%Y-%m-%d)-win.md
-    { echo "# One-sided put/get vs send/receive ($(date +%Y-%m-%d))"; echo
-      echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores"
-      echo "Command: perf/win_bench.sh -r $runs --record (build $(basename "$build")); 2 ranks under gx-run"
-      head -1 "$out.head"; echo
-      echo "$report"; echo
-      echo "Every run (run provider path op bytes GB/s-or-us):"; echo; echo '```'; cat "$out"; echo '```'
-      tail -1 "$out.head"; } >"$f"
-    echo "recorded $f"
+    perf_record "$root/perf/results/$(date +%Y-%m-%d)-win.md" "One-sided put/get vs send/receive" "" \
+        "perf/win_bench.sh -r $runs --record (build $(basename "$build")); 2 ranks under gx-run" \
+        "run provider path op bytes GB/s-or-us" "$report" "$out"
 fi
