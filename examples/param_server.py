@@ -153,17 +153,21 @@ def run_trainer(trainer, trainers, ps_rrefs, steps):
     for step in range(steps):
         if step == WARMUP:
             t0 = time.perf_counter()
-        with torch.no_grad():
-            for p, w in zip(params, weights):
-                p.copy_(w)
-        model.zero_grad()
-        x, y = batch(data, step, trainer, trainers)
-        F.cross_entropy(model(x), y).backward()
+        backward_at(model, params, weights, *batch(data, step, trainer, trainers))
         futs = [rpc.rpc_async(rref.owner(), ParameterServer.update_and_fetch,
                               args=(rref, [p.grad for p, o in zip(params, owner) if o == k]))
                 for k, rref in enumerate(ps_rrefs)]
         weights = [w for f in futs for w in f.wait()]
     return time.perf_counter() - t0 if t0 is not None else 0.0
+
+
+def backward_at(model, params, weights, x, y):
+    """The model's gradients (p.grad) on batch x, y at the given weights."""
+    with torch.no_grad():
+        for p, w in zip(params, weights):
+            p.copy_(w)
+    model.zero_grad()
+    F.cross_entropy(model(x), y).backward()
 
 
 def full_loss(weights, data):
@@ -186,12 +190,7 @@ def single_process(trainers, steps):
     for step in range(steps):
         total = [torch.zeros_like(w) for w in weights]
         for t in range(trainers):
-            with torch.no_grad():
-                for p, w in zip(params, weights):
-                    p.copy_(w)
-            model.zero_grad()
-            x, y = batch(data, step, t, trainers)
-            F.cross_entropy(model(x), y).backward()
+            backward_at(model, params, weights, *batch(data, step, t, trainers))
             for acc, p in zip(total, params):
                 acc.add_(p.grad)
         sgd_step(weights, [acc.div_(trainers) for acc in total], bufs)
