@@ -58,8 +58,8 @@ const double coll_gamma_reduce = 1.0 / 4.0e9; /* seconds per byte reduced */
 
 /* ---- the node's inside (coll_tune.h) ------------------------------------- */
 
-static struct link_cost node_link = { "shm", 4e-6, 1.0 / 3.0e9 };
-static double node_gamma = 1.0 / 4.0e9;
+static struct link_cost node_link; /* coll_link_shm until given */
+static double node_gamma;           /* coll_gamma_reduce until given */
 static bool node_given;
 static pthread_once_t node_once = PTHREAD_ONCE_INIT;
 
@@ -77,6 +77,8 @@ static int positive(const char *s, const char **end, double *out)
 
 static void read_node_params(void)
 {
+    node_link = coll_link_shm;
+    node_gamma = coll_gamma_reduce;
     const char *t = gx_param_text(&gx_param_coll_node_link), *e;
     double us, gbps;
     if (*t) {

@@ -47,6 +47,20 @@ GX_API struct gx_comm *gx_rpc_comm(const struct gx_rpc_ctx *ctx)
     return ctx ? ctx->comm : NULL;
 }
 
+/* The handler's result becomes a fresh buffer of len bytes (*out; NULL for
+ * 0), replacing an earlier one. `fn` names the caller in the message. */
+static int reply_alloc(struct gx_rpc_ctx *ctx, size_t len, const char *fn, void **out)
+{
+    void *p = len ? malloc(len) : NULL;
+    if (len && !p)
+        return gx_fail(GX_ENOMEM, GX_SUB_COLL, "%s: no memory for %zu bytes", fn, len);
+    free(ctx->reply);
+    ctx->reply = p;
+    ctx->reply_len = len;
+    *out = p;
+    return GX_OK;
+}
+
 GX_API int gx_rpc_reply(struct gx_rpc_ctx *ctx, const void *result, size_t len)
 {
     if (!ctx)
@@ -55,15 +69,11 @@ GX_API int gx_rpc_reply(struct gx_rpc_ctx *ctx, const void *result, size_t len)
     if (!result && len)
         return gx_fail(GX_EINVAL, GX_SUB_COLL, "gx_rpc_reply: result is NULL with len %zu",
                        len);
-    void *copy = len ? malloc(len) : NULL;
-    if (len && !copy)
-        return gx_fail(GX_ENOMEM, GX_SUB_COLL, "gx_rpc_reply: no memory for %zu bytes", len);
-    if (len)
+    void *copy;
+    int rc = reply_alloc(ctx, len, "gx_rpc_reply", &copy);
+    if (rc == GX_OK && len)
         memcpy(copy, result, len);
-    free(ctx->reply);
-    ctx->reply = copy;
-    ctx->reply_len = len;
-    return GX_OK;
+    return rc;
 }
 
 GX_API int gx_rpc_reply_buffer(struct gx_rpc_ctx *ctx, size_t len, void **buf)
@@ -72,15 +82,7 @@ GX_API int gx_rpc_reply_buffer(struct gx_rpc_ctx *ctx, size_t len, void **buf)
         return gx_fail(GX_EINVAL, GX_SUB_COLL, "gx_rpc_reply_buffer: %s is NULL (call it inside "
                        "a handler)", ctx ? "buf" : "ctx");
     *buf = NULL;
-    void *p = len ? malloc(len) : NULL;
-    if (len && !p)
-        return gx_fail(GX_ENOMEM, GX_SUB_COLL, "gx_rpc_reply_buffer: no memory for %zu bytes",
-                       len);
-    free(ctx->reply);
-    ctx->reply = p;
-    ctx->reply_len = len;
-    *buf = p;
-    return GX_OK;
+    return reply_alloc(ctx, len, "gx_rpc_reply_buffer", buf);
 }
 
 void gx_rpc_run_incoming(struct gx_svc *s, struct xp_rpc_incoming *in, bool *abandoned)

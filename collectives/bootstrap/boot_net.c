@@ -234,9 +234,9 @@ static void forward_abort(struct gx_boot *b)
     b->sending_abort = false;
 }
 
-int gx_boot_failure(struct gx_boot *boot, char *msg, size_t len)
+/* The failed state and its message; boot->lock held, released here. */
+static int failure_unlock(struct gx_boot *boot, char *msg, size_t len)
 {
-    pthread_mutex_lock(&boot->lock);
     int status = boot->fail_status;
     if (msg && len)
         snprintf(msg, len, "%s", boot->fail_msg);
@@ -244,15 +244,17 @@ int gx_boot_failure(struct gx_boot *boot, char *msg, size_t len)
     return status;
 }
 
+int gx_boot_failure(struct gx_boot *boot, char *msg, size_t len)
+{
+    pthread_mutex_lock(&boot->lock);
+    return failure_unlock(boot, msg, len);
+}
+
 int gx_boot_failure_peek(struct gx_boot *boot, char *msg, size_t len)
 {
     if (pthread_mutex_trylock(&boot->lock) != 0)
         return GX_OK; /* busy: the caller looks again on its next watch */
-    int status = boot->fail_status;
-    if (msg && len)
-        snprintf(msg, len, "%s", boot->fail_msg);
-    pthread_mutex_unlock(&boot->lock);
-    return status;
+    return failure_unlock(boot, msg, len);
 }
 
 void gx_boot_fail(struct gx_boot *boot, int status, int failed_rank, const char *msg)

@@ -40,7 +40,7 @@ int gx_spin_check(void)
  * at most, so deadlines and failures reported elsewhere are still seen. */
 #define BLOCK_SLICE_MS 20
 
-uint64_t gx_spin_ns(const struct gx_comm *comm)
+uint64_t gx_spin_ns(void)
 {
     static int spin_us = -2; /* read once; every thread may get here first */
     if (__atomic_load_n(&spin_us, __ATOMIC_RELAXED) == -2) {
@@ -50,7 +50,6 @@ uint64_t gx_spin_ns(const struct gx_comm *comm)
         __atomic_store_n(&spin_us, (int)v, __ATOMIC_RELAXED);
     }
     int us = __atomic_load_n(&spin_us, __ATOMIC_RELAXED);
-    (void)comm; /* oversubscribed or not: its poll phase yields the CPU at once already */
     if (us < 0)
         return UINT64_MAX;
     return (uint64_t)us * 1000;
@@ -138,7 +137,7 @@ GX_API int gx_wait(struct gx_request *req, int timeout_ms)
      * more ranks on the node than CPUs, the rank awaited is usually waiting
      * for this CPU: spinning only delays it, so yield almost at once. */
     const unsigned spin = req->comm && req->comm->oversubscribed ? 4 : 200;
-    const uint64_t spin_ns = req->block ? gx_spin_ns(req->comm) : UINT64_MAX;
+    const uint64_t spin_ns = req->block ? gx_spin_ns() : UINT64_MAX;
     const uint64_t t0 = spin_ns != UINT64_MAX ? gx_now_ns() : 0;
     for (unsigned spins = 0;; spins++) {
         gx_request_step(req);

@@ -55,9 +55,9 @@ void gx_request_step(struct gx_request *req);
 
 /** GX_SPIN_US checked (communicator init): GX_EINVAL naming it when bad. */
 int gx_spin_check(void);
-/** GX_SPIN_US for a rank of `comm`, in ns: how long a waiter polls before
- *  it sleeps on its provider's events; UINT64_MAX never sleeps (-1). */
-uint64_t gx_spin_ns(const struct gx_comm *comm);
+/** GX_SPIN_US in ns: how long a waiter polls before it sleeps on its
+ *  provider's events (oversubscribed or not); UINT64_MAX never sleeps (-1). */
+uint64_t gx_spin_ns(void);
 
 /** Free a request whose operation never started (its post failed): nothing
  * can complete it, so it must not be waited for. */

@@ -315,7 +315,7 @@ static void *progress_main(void *arg)
     struct coll_comm *cc = arg;
     unsigned idle = 0;
     uint64_t idle_since = 0;
-    const uint64_t spin_ns = gx_spin_ns(cc->comm);
+    const uint64_t spin_ns = gx_spin_ns();
     pthread_mutex_lock(&cc->mu);
     for (;;) {
         while (!cc->stop && (!cc->head || cc->waiters > 0)) {

@@ -156,12 +156,6 @@ def unpack_owned(address, nbytes, free):
                         lambda v: torch.frombuffer(v, dtype=torch.uint8))
 
 
-def loads(data):
-    """The object of a message in bytes-like `data`."""
-    view = memoryview(data).cast("B")
-    return _unpack_view(view, lambda v: torch.frombuffer(bytearray(v), dtype=torch.uint8))
-
-
 def _unpack_view(view, copy_out):
     magic, hlen, count = _HEAD.unpack_from(view, 0)
     if magic != _MAGIC:
