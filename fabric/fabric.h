@@ -84,6 +84,11 @@ enum gx_fab_caps {
     GX_FAB_CAP_RMA = 1u << 0,    /* post_write and post_read */
     GX_FAB_CAP_ATOMIC = 1u << 1, /* post_atomic, atomic with the target CPU's own
                                     atomic instructions on the same 8 bytes */
+    /* One ordered byte stream per connection, an operation complete once the
+     * stream took it (tcp): what is posted after bulk writes waits for all of
+     * them to drain at the link's rate, so the transport keeps few ahead
+     * (GX_WRITE_WINDOW). */
+    GX_FAB_CAP_STREAM = 1u << 2,
 };
 
 /* 8-byte atomics of post_atomic. */

@@ -32,6 +32,13 @@ GX_PARAM_DEFINE(gx_param_provider, "GX_PROVIDER", GX_PARAM_STRING, "", NULL,
 GX_PARAM_DEFINE(gx_param_net, "GX_NET", GX_PARAM_STRING, "auto", NULL,
                 "Provider for peers on other nodes when GX_PROVIDER is unset: auto (verbs when "
                 "every rank has an active RDMA port, else tcp), or a provider name.");
+GX_PARAM_DEFINE(gx_param_write_window, "GX_WRITE_WINDOW", GX_PARAM_SIZE, "256K", NULL,
+                "Rendezvous bytes a rank writes to one peer at a time; further cleared "
+                "sends wait for those writes to complete (a larger one goes alone; 0 = no "
+                "limit, else at least 4K). Keeps the queue ahead of a control message short: a clear-to-send "
+                "going the other way waits for at most this much bulk data, not a whole "
+                "pipeline's. Unset, it applies to stream providers only (tcp, with "
+                "GX_TCP_NOTSENT_LOWAT); set, to every provider.");
 GX_PARAM_DEFINE(gx_param_eager_limit, "GX_EAGER_LIMIT", GX_PARAM_SIZE, "16K", NULL,
                 "Largest message sent eagerly (copied through bounce slots); larger ones use "
                 "rendezvous and are written straight into the receive buffer.");
@@ -123,6 +130,14 @@ static int open_domain(struct gx_xport *x, const char *name, struct xp_domain *d
     if (rc == GX_OK)
         rc = gx_fab_rcache_create_domain(d->dom, GX_FAB_ACCESS_LOCAL | GX_FAB_ACCESS_REMOTE_WRITE,
                                          &d->rcache_recv);
+    if (rc == GX_OK)
+        rc = gx_param_size(&gx_param_write_window, &d->write_window);
+    if (rc == GX_OK && d->write_window && d->write_window < 4096)
+        rc = gx_fail(GX_EINVAL, GX_SUB_COLL, "GX_WRITE_WINDOW=%zu must be 0 (no limit) or at "
+                     "least 4 KiB", d->write_window);
+    if (rc == GX_OK && !gx_param_is_set(&gx_param_write_window) &&
+        !(d->dom->caps & GX_FAB_CAP_STREAM))
+        d->write_window = 0; /* the default bounds stream providers only */
     return rc;
 }
 
@@ -233,6 +248,7 @@ void gx_xport_close(struct gx_xport *x)
         struct xp_peer *p = &x->peers[q];
         xp_conn_free_peer(p);
         free(p->ctl);
+        free(p->wq);
         for (struct xp_unexpected *u = p->unexp_head, *n; u; u = n) {
             n = u->next;
             free(u);

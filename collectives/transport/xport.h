@@ -83,6 +83,10 @@ struct xp_op {
     uint64_t t_post;         /* gx_now_ns() at the post while tracing (GX_TRACE), else 0 */
     struct xp_op *next;      /* queue link, private */
     void *reg;               /* rendezvous registration, private */
+    size_t wr_posted;        /* rendezvous send: bytes of its write posted, private */
+    size_t wr_done;          /* ... of them completed, private */
+    int wr_error;            /* ... the first failure, reported once all came back, private */
+    size_t landed;           /* rendezvous receive: bytes written into it so far, private */
     const struct xp_am_hdr *am_hdr; /* XP_OP_AM: its header (kept by the owner) */
     /* Set by a service of xport_am.h that owns the op: called with the
      * status (under the transport lock) instead of publishing `done`; it may

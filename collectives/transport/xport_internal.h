@@ -1,7 +1,7 @@
 /* xport_internal.h - the transport's private state, shared by xport.c
  * (set-up, teardown, progress), xport_conn.c (connections on demand),
- * xport_p2p.c (protocol: posting) and xport_match.c (protocol: completions,
- * arrivals, matching). */
+ * xport_p2p.c (protocol: posting), xport_match.c (protocol: completions,
+ * arrivals, matching) and xport_write.c (rendezvous writes). */
 #ifndef GX_XPORT_INTERNAL_H
 #define GX_XPORT_INTERNAL_H
 
@@ -55,6 +55,13 @@ struct xp_unexpected {
     char data[];             /* eager payload */
 };
 
+/* A send its receiver cleared (the CTS) while the peer's write window was
+ * full: written, in arrival order, once earlier writes complete. */
+struct xp_write_wait {
+    struct xp_op *op;
+    struct xp_cts cts;
+};
+
 struct xp_domain {
     const struct gx_fab_provider *prov;
     struct gx_fab_domain *dom;
@@ -62,6 +69,7 @@ struct xp_domain {
     struct gx_fab_listener *lst;        /* accepts peers' connections (on demand) */
     struct gx_fab_rcache *rcache_send;  /* local access */
     struct gx_fab_rcache *rcache_recv;  /* remote write */
+    size_t write_window;                /* GX_WRITE_WINDOW for its peers, 0 none */
 };
 
 struct xp_peer {
@@ -84,6 +92,9 @@ struct xp_peer {
     struct xp_unexpected *unexp_head, *unexp_tail;
     struct xp_op *wait_head, *wait_tail;         /* sends awaiting a slot */
     struct xp_op *rts_head;                      /* sends awaiting their CTS */
+    struct xp_write_wait *wq;                    /* cleared sends awaiting the window (ring) */
+    int wq_head, wq_count, wq_cap;
+    size_t wr_inflight;                          /* rendezvous bytes posted, not completed */
     struct xp_cts *ctl;                          /* CTS awaiting a slot (grows) */
     int ctl_count;
     int ctl_cap;
@@ -201,6 +212,19 @@ int xp_post_ctl(struct xp_peer *p, int type, const void *payload, size_t len);
 void xp_send_pending(struct xp_peer *p);
 /** Queue a CTS answer to the peer and post what fits. */
 void xp_send_cts(struct xp_peer *p, const struct xp_cts *cts);
+/* Rendezvous writes (xport_write.c): `op`'s receiver cleared it with
+ * `cts`; write it, in pieces of the peer's window when it has one. */
+void xp_write_start(struct xp_peer *p, struct xp_op *op, const struct xp_cts *cts);
+/* Post the cleared sends' pieces that fit in the window. */
+void xp_write_pending(struct xp_peer *p);
+/* A piece of `op` completed (CQE `e`). */
+void xp_write_cqe(struct xp_peer *p, struct xp_op *op, const struct gx_fab_cqe *e);
+/* Take `op` out of the window's queue (a call taken back before it wrote):
+ * true when it was there and had written nothing. */
+bool xp_write_unqueue(struct xp_peer *p, struct xp_op *op);
+/* Fail every send in the window's queue (the link broke); one with pieces
+ * in flight fails when the last of them comes back. */
+void xp_write_fail_all(struct xp_peer *p, int status, const char *why);
 
 /* ---- xport.c ------------------------------------------------------------- */
 /** Drive connections and poll every domain's completions. Lock held. */

@@ -4,7 +4,7 @@
  * send slot free again, a rendezvous write done, a message or a write's
  * immediate arrived), checks protocol version and GX_CHECKSUM, and hands
  * a message to its match: a CTS to the send waiting for it (which then
- * writes), an eager message or an RTS to the first posted receive of its
+ * writes, xport_write.c), an eager message or an RTS to the first posted receive of its
  * tag (the peer's own or a wildcard one, whichever was posted first), or
  * else to the peer's unexpected queue. Delivering an eager payload
  * and setting up a rendezvous receive are here too (xport_p2p.c calls them
@@ -196,24 +196,7 @@ void xp_on_message(struct xp_peer *p, uint8_t type, uint32_t tag, void *data, si
                        p->rank, p->x->rank, op->tag);
             return;
         }
-        struct gx_fab_rcache_entry *e = NULL;
-        int rc = xp_take_injected_regfail(p->x);
-        if (rc == GX_OK)
-            rc = gx_fab_rcache_get(p->d->rcache_send, op->buf, op->len,
-                                   op->dev ? GX_FAB_MEM_CUDA : GX_FAB_MEM_HOST, &e);
-        if (rc == GX_OK) {
-            op->reg = e;
-            op->state = XP_ST_WRITING;
-            rc = gx_fab_post_write_imm(p->ep, op->buf, op->len, gx_fab_rcache_handle(e),
-                                       cts.raddr, &cts.rkey, cts.recv_id, (uint64_t)(uintptr_t)op);
-        }
-        if (rc != GX_OK) {
-            if (e)
-                gx_fab_rcache_put(p->d->rcache_send, e);
-            op->reg = NULL;
-            xp_op_fail(op, rc, "rank %d: writing %zu bytes to rank %d failed", p->x->rank, op->len,
-                       p->rank);
-        }
+        xp_write_start(p, op, &cts);
         return;
     }
     struct xp_op *op = take_receive(p, tag);
@@ -258,6 +241,10 @@ int xp_handle_cqe(struct gx_xport *x, const struct gx_fab_cqe *e)
     if (ctx_type == XP_CTX_OP) {
         struct xp_op *op = (struct xp_op *)(uintptr_t)e->context;
         struct xp_peer *p = &x->peers[op->peer];
+        if (op->wr_posted) {
+            xp_write_cqe(p, op, e); /* a piece of a rendezvous send (xport_write.c) */
+            return GX_OK;
+        }
         if (op->reg)
             gx_fab_rcache_put(p->d->rcache_send, op->reg);
         op->reg = NULL;
@@ -283,7 +270,9 @@ int xp_handle_cqe(struct gx_xport *x, const struct gx_fab_cqe *e)
     }
     if (e->flags & GX_FAB_CQE_IMM) {
         struct xp_op *op = x->rndv[e->imm % XP_RNDV_TABLE];
-        if (op && op->id == e->imm) {
+        if (op && op->id == e->imm && op->landed + e->len < op->received) {
+            op->landed += e->len; /* a piece (xport_write.c): the last completes it */
+        } else if (op && op->id == e->imm) {
             x->rndv[e->imm % XP_RNDV_TABLE] = NULL;
             gx_fab_rcache_put(p->d->rcache_recv, op->reg);
             op->reg = NULL;

@@ -161,6 +161,7 @@ void xp_fail_peer(struct xp_peer *p, int status, const char *why)
     p->posted_head = p->posted_tail = NULL;
     p->wait_head = p->wait_tail = NULL;
     p->rts_head = NULL;
+    xp_write_fail_all(p, status, why);
     for (int l = 0; l < 3; l++) {
         for (struct xp_op *op = lists[l], *next; op; op = next) {
             next = op->next;

@@ -2,7 +2,9 @@
  * xport_proto.h - wire format of the transport's messages. The message type
  * and the user tag travel in the fabric send's 64-bit tag; control payloads
  * are the structs below. Rendezvous payloads arrive by write-with-immediate
- * whose immediate is the receiver's rendezvous id.
+ * whose immediate is the receiver's rendezvous id, in one write or in
+ * several (pieces of the sender's GX_WRITE_WINDOW, in order): the receive
+ * completes once its bytes have all landed. Version 2 added the pieces.
  */
 #ifndef GX_XPORT_PROTO_H
 #define GX_XPORT_PROTO_H
@@ -11,7 +13,7 @@
 
 #include "fabric/fabric.h"
 
-#define XP_PROTO_VERSION 1
+#define XP_PROTO_VERSION 2
 
 enum xp_msg_type {
     XP_MSG_EAGER = 1, /* payload = the message */

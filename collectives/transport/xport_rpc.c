@@ -215,6 +215,10 @@ static void take_back(struct xp_rpc_call *c)
     struct xp_peer *p = xp_svc_peer(c->x, c->target);
     if (!c->msg_pending || !p)
         return;
+    if (xp_write_unqueue(p, &c->msg)) {
+        c->msg_pending = false;
+        return;
+    }
     struct xp_op **lists[2] = { &p->wait_head, &p->rts_head };
     for (int l = 0; l < 2; l++) {
         struct xp_op *prev = NULL;

@@ -23,6 +23,7 @@ struct tcp_domain {
     struct gx_fab_mrtab mrtab;
     int nstreams;
     size_t stripe_min;
+    size_t notsent_lowat;      /* GX_TCP_NOTSENT_LOWAT, 0: the kernel's default */
     struct gx_sockaddr local;  /* interface address chosen at open */
     struct gx_sockaddr mask;   /* its netmask: peers in that subnet are reached from it */
     int rail;                  /* attr.rail, -1 none */
@@ -139,6 +140,9 @@ struct tcp_listener {
 
 /* tcp_data.c */
 int tcp_cq_wait_fds(struct gx_fab_cq *cq, struct pollfd *fds, int max, int *nfds);
+/* A data stream is authenticated and about to carry frames: apply the
+ * domain's socket options (TCP_NOTSENT_LOWAT), best effort. */
+void tcp_stream_ready(const struct tcp_domain *dom, int fd);
 int tcp_ep_alloc(struct tcp_domain *dom, struct tcp_cq *cq, int nstreams, struct tcp_ep **out);
 void tcp_ep_free(struct tcp_ep *ep);
 void tcp_ep_progress(struct gx_fab_ep *ep);

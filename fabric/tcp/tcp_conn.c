@@ -126,6 +126,7 @@ static int make_accepted_ep(struct tcp_listener *l, struct tcp_group *g, struct 
     for (int i = 0; i < g->nstreams; i++) {
         ep->streams[i].fd = g->fds[i];
         ep->streams[i].stage = STAGE_READY;
+        tcp_stream_ready(l->dom, g->fds[i]);
         g->fds[i] = -1;
     }
     char a[64];
@@ -266,6 +267,7 @@ static int stream_establish(struct tcp_ep *ep, int idx)
         return GX_INPROGRESS;
     case GX_OK:
         s->stage = STAGE_READY;
+        tcp_stream_ready(ep->dom, s->fd);
         return GX_OK;
     case GX_EAUTH:
         return gx_fail(GX_EAUTH, GX_SUB_FABRIC, "tcp: %s refused our job key, or is another job "

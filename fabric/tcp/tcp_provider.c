@@ -4,6 +4,9 @@
  * tcp_data.c, connection set-up in tcp_conn.c.
  */
 #include <ifaddrs.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <net/if.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -21,6 +24,17 @@ GX_PARAM_DEFINE(gx_param_tcp_nstreams, "GX_TCP_NSTREAMS", GX_PARAM_INT, "1", NUL
                 "itself, so more streams only pay when one TCP flow is capped.");
 GX_PARAM_DEFINE(gx_param_tcp_stripe_min, "GX_TCP_STRIPE_MIN", GX_PARAM_SIZE, "256K", NULL,
                 "Smallest message the tcp provider stripes across its streams.");
+GX_PARAM_DEFINE(gx_param_tcp_notsent_lowat, "GX_TCP_NOTSENT_LOWAT", GX_PARAM_SIZE, "128K", NULL,
+                "Unsent bytes the kernel holds per tcp-provider stream (TCP_NOTSENT_LOWAT; "
+                "0 = the kernel's default, up to its autotuned send buffer). Small, so that "
+                "a rendezvous answer queued behind bulk data waits for little of it.");
+
+void tcp_stream_ready(const struct tcp_domain *dom, int fd)
+{
+    int v = (int)dom->notsent_lowat;
+    if (v > 0 && setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &v, sizeof(v)) != 0)
+        GX_INFO(GX_SUB_FABRIC, "tcp: TCP_NOTSENT_LOWAT=%d refused by the kernel", v);
+}
 
 static int tcp_domain_open(const struct gx_fab_provider *prov, const struct gx_fab_domain_attr *attr,
                            struct gx_fab_domain **out)
@@ -42,6 +56,17 @@ static int tcp_domain_open(const struct gx_fab_provider *prov, const struct gx_f
     }
     if (dom->stripe_min < 4096)
         dom->stripe_min = 4096;
+    if (gx_param_size(&gx_param_tcp_notsent_lowat, &dom->notsent_lowat) != GX_OK) {
+        free(dom);
+        return GX_EINVAL;
+    }
+    if (dom->notsent_lowat > (size_t)INT_MAX) {
+        size_t v = dom->notsent_lowat;
+        free(dom);
+        return gx_fail(GX_EINVAL, GX_SUB_FABRIC, "GX_TCP_NOTSENT_LOWAT=%zu is over %d bytes", v,
+                       INT_MAX);
+    }
+    dom->base.caps = GX_FAB_CAP_STREAM;
     dom->rail = attr->size >= offsetof(struct gx_fab_domain_attr, rail) + sizeof(int)
                     ? attr->rail : -1;
     int rc = gx_sock_pick_rail(dom->rail, &dom->local, &dom->mask, dom->ifname,
