@@ -486,9 +486,14 @@ static int post_tx(struct tcp_ep *ep, uint8_t fab_op, const struct gx_tcp_hdr *p
         s->txq_tail++;
     }
     ep->tx_post++;
-    /* Eager: start writing now; the rest goes out on later polls. */
+    /* Eager: start writing now; the rest goes out on later polls. What the
+     * socket took whole completes now, so a caller writing in pieces
+     * (the transport's GX_WRITE_WINDOW) posts the next one in the same
+     * poll instead of one piece per progress pass. */
     for (int i = 0; i < nframes; i++)
         stream_tx(ep, &ep->streams[(first + i) % ep->nstreams]);
+    if (ep->state == EP_ESTABLISHED)
+        complete_tx(ep);
     return GX_OK;
 }
 

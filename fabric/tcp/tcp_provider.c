@@ -24,10 +24,11 @@ GX_PARAM_DEFINE(gx_param_tcp_nstreams, "GX_TCP_NSTREAMS", GX_PARAM_INT, "1", NUL
                 "itself, so more streams only pay when one TCP flow is capped.");
 GX_PARAM_DEFINE(gx_param_tcp_stripe_min, "GX_TCP_STRIPE_MIN", GX_PARAM_SIZE, "256K", NULL,
                 "Smallest message the tcp provider stripes across its streams.");
-GX_PARAM_DEFINE(gx_param_tcp_notsent_lowat, "GX_TCP_NOTSENT_LOWAT", GX_PARAM_SIZE, "128K", NULL,
+GX_PARAM_DEFINE(gx_param_tcp_notsent_lowat, "GX_TCP_NOTSENT_LOWAT", GX_PARAM_SIZE, "0", NULL,
                 "Unsent bytes the kernel holds per tcp-provider stream (TCP_NOTSENT_LOWAT; "
-                "0 = the kernel's default, up to its autotuned send buffer). Small, so that "
-                "a rendezvous answer queued behind bulk data waits for little of it.");
+                "0 = the kernel's default, up to its autotuned send buffer). Off by default: "
+                "128K cost 0.5-0.7x of the bandwidth at 64 MiB on loopback; on a slow link it "
+                "shortens what a rendezvous answer waits behind (docs/fabric.md).");
 
 void tcp_stream_ready(const struct tcp_domain *dom, int fd)
 {
