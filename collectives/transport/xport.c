@@ -34,11 +34,11 @@ GX_PARAM_DEFINE(gx_param_net, "GX_NET", GX_PARAM_STRING, "auto", NULL,
                 "every rank has an active RDMA port, else tcp), or a provider name.");
 GX_PARAM_DEFINE(gx_param_write_window, "GX_WRITE_WINDOW", GX_PARAM_SIZE, "256K", NULL,
                 "Rendezvous bytes a rank writes to one peer at a time; further cleared "
-                "sends wait for those writes to complete (a larger one goes alone; 0 = no "
-                "limit, else at least 4K). Keeps the queue ahead of a control message short: a clear-to-send "
-                "going the other way waits for at most this much bulk data, not a whole "
-                "pipeline's. Unset, it applies to stream providers only (tcp, with "
-                "GX_TCP_NOTSENT_LOWAT); set, to every provider.");
+                "sends wait for those writes to complete, and a larger send is written in "
+                "pieces of this size (0 = no limit, else at least 4K). Keeps the queue ahead "
+                "of a control message short: a clear-to-send going the other way waits for "
+                "at most this much bulk data, not a whole pipeline's. Unset, it applies to "
+                "stream providers only (tcp); set, to every provider.");
 GX_PARAM_DEFINE(gx_param_eager_limit, "GX_EAGER_LIMIT", GX_PARAM_SIZE, "16K", NULL,
                 "Largest message sent eagerly (copied through bounce slots); larger ones use "
                 "rendezvous and are written straight into the receive buffer.");

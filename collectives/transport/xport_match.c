@@ -4,12 +4,12 @@
  * send slot free again, a rendezvous write done, a message or a write's
  * immediate arrived), checks protocol version and GX_CHECKSUM, and hands
  * a message to its match: a CTS to the send waiting for it (which then
- * writes, xport_write.c), an eager message or an RTS to the first posted receive of its
- * tag (the peer's own or a wildcard one, whichever was posted first), or
- * else to the peer's unexpected queue. Delivering an eager payload
- * and setting up a rendezvous receive are here too (xport_p2p.c calls them
- * when a receive finds its message already queued). Posting is in
- * xport_p2p.c. Runs under the transport lock.
+ * writes, xport_write.c), an eager message or an RTS to the first posted
+ * receive of its tag (the peer's own or a wildcard one, whichever was
+ * posted first), or else to the peer's unexpected queue. Delivering an
+ * eager payload and setting up a rendezvous receive are here too
+ * (xport_p2p.c calls them when a receive finds its message already
+ * queued). Posting is in xport_p2p.c. Runs under the transport lock.
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -117,7 +117,7 @@ void xp_write_start(struct xp_peer *p, struct xp_op *op, const struct xp_cts *ct
 
 void xp_write_pending(struct xp_peer *p)
 {
-    size_t window = p->d ? p->d->write_window : 0;
+    size_t window = p->d->write_window;
     while (p->wq_count > 0 && !p->failed) {
         struct xp_write_wait *w = &p->wq[p->wq_head];
         struct xp_op *op = w->op;
