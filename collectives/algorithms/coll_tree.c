@@ -20,6 +20,9 @@
 #include "collectives/algorithms/coll_tune.h"
 #include "collectives/comm/comm_internal.h"
 
+/* Chunks a child may send ahead of the slowest (reduce_phase). */
+#define TREE_AHEAD 4
+
 static int lowbit(int v)
 {
     return v & -v;
@@ -52,7 +55,11 @@ static void reduce_phase(struct coll_op *op, const struct coll_group *g, int roo
         for (int m = 1; m < limit && v + m < n; m <<= 1, k++) {
             int child = coll_group_rank(g, (v + m + root) % n);
             char *slot = scratch + (size_t)k * bytes + co * es;
-            int rv = cs_recv(op, child, msg_base + (uint32_t)c, slot, cl * es, -1, -1, -1);
+            /* A child at most TREE_AHEAD chunks ahead of this rank's
+             * progress (chunk c - TREE_AHEAD passed on): a child that ran
+             * further ahead would only take the link the slower ones need. */
+            int ahead = c >= TREE_AHEAD ? done[c - TREE_AHEAD] : -1;
+            int rv = cs_recv(op, child, msg_base + (uint32_t)c, slot, cl * es, ahead, -1, -1);
             comb = cs_reduce3(op, acc + co * es, have, slot, cl, rv, comb, -1);
             have = acc + co * es;
         }

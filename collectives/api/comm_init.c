@@ -200,6 +200,7 @@ GX_API int gx_comm_init(const struct gx_config *config, struct gx_comm **comm_ou
     c->comm_id = WORLD_COMM_ID;
     c->op_timeout_ms = setup.op_timeout_ms;
     c->op_timeout_src = setup.op_timeout_src;
+    c->rts_ahead = setup.rts_ahead;
     atomic_store(&c->init_deadline, init_deadline);
     snprintf(c->name, sizeof(c->name), "%s", setup.name);
     snprintf(c->job_key, sizeof(c->job_key), "%s", setup.job_key);
@@ -309,6 +310,7 @@ int gx_comm_derive(struct gx_comm *comm, const int *members, int n, int new_rank
     c->comm_id = comm_id;
     c->op_timeout_ms = comm->op_timeout_ms;
     c->op_timeout_src = comm->op_timeout_src;
+    c->rts_ahead = comm->rts_ahead;
     snprintf(c->name, sizeof(c->name), "%.20s%.10s", comm->name, suffix);
     snprintf(c->job_key, sizeof(c->job_key), "%s", comm->job_key);
     snprintf(c->nic_name, sizeof(c->nic_name), "%s", comm->nic_name);

@@ -20,6 +20,15 @@
 #include "common/log.h"
 #include "common/param.h"
 
+/* At most the engine's step window (STEP_WINDOW, coll_engine.h). */
+#define RTS_AHEAD_MAX 1024
+GX_PARAM_DEFINE(gx_param_rts_ahead, "GX_RTS_AHEAD", GX_PARAM_INT, "256", NULL,
+                "Schedule steps ahead of the first unfinished one within which a collective "
+                "announces its rendezvous sends before their data is ready: the request to "
+                "send goes out at once, so the receiver's clear-to-send is back when the data "
+                "is (instead of a round trip per message behind the bulk data on the link). "
+                "0 turns it off; at most 1024. Not with GX_CHECKSUM (the request carries the "
+                "data's checksum), GX_FAULT, or device buffers. docs/scale.md.");
 GX_PARAM_DEFINE(gx_param_world_rank, "GX_RANK", GX_PARAM_INT, "", NULL,
                 "This process's rank (set by gx-run; else RANK, OMPI_COMM_WORLD_RANK, "
                 "PMI_RANK or SLURM_PROCID is used, in that order).");
@@ -251,6 +260,12 @@ int comm_setup_resolve(const struct gx_config *cfg, struct comm_setup *s)
     }
     if ((rc = gx_spin_check()) != GX_OK)
         return rc;
+    if ((rc = gx_param_int(&gx_param_rts_ahead, &v)) != GX_OK)
+        return rc;
+    if (v < 0 || v > RTS_AHEAD_MAX)
+        return gx_fail(GX_EINVAL, GX_SUB_INIT, "GX_RTS_AHEAD=%lld must be 0 (off) .. %d steps",
+                       v, RTS_AHEAD_MAX);
+    s->rts_ahead = (int)v;
     s->boot.listen_fd = -1;
     if (s->boot.rank == 0 && gx_param_is_set(&gx_param_boot_listen_fd)) {
         if ((rc = gx_param_int(&gx_param_boot_listen_fd, &v)) != GX_OK)

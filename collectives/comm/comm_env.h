@@ -13,6 +13,7 @@ struct comm_setup {
     char node_id[64];
     int op_timeout_ms;
     const char *op_timeout_src; /* where op_timeout_ms came from, for messages */
+    int rts_ahead;              /* GX_RTS_AHEAD */
     char name[32];
 };
 

@@ -47,6 +47,7 @@ struct gx_comm {
     double net_alpha, net_beta; /* probed network link (coll_probe.c); 0: not probed */
     int op_timeout_ms;
     const char *op_timeout_src; /* "GX_TIMEOUT" or the caller's config (static text) */
+    int rts_ahead;              /* GX_RTS_AHEAD: steps a collective announces its sends ahead */
     _Atomic uint64_t init_deadline; /* while init runs: every wait ends by GX_INIT_TIMEOUT */
     char name[32];
     char job_key[256];          /* authenticates the fabric connections too */

@@ -232,6 +232,10 @@ static void run_step(struct coll_op *op, struct coll_step *s)
                      "(GPUDirect RDMA is planned for data movement only)");
     else switch (s->kind) {
     case CS_SEND:
+        if (s->announced) { /* its request went ahead (announce_sends): the data is ready */
+            gx_xport_send_release(x, coll_step_xop(op, (int)(s - op->steps)));
+            break;
+        }
         rc = gx_xport_send_mem(x, coll_step_xop(op, (int)(s - op->steps)), s->peer, step_tag(op, s), s->src, s->len,
                                s->len && on_dev(op, s->src));
         break;
@@ -303,11 +307,42 @@ static void run_step(struct coll_op *op, struct coll_step *s)
         coll_trace_local(op, (int)(s - op->steps), t0, kernel);
 }
 
+/* GX_RTS_AHEAD: announce the rendezvous sends of the next steps whose data
+ * is not ready, in step order, so that their requests cross the link now
+ * and each receiver's clear-to-send is back by the time the data is (a
+ * round trip per message otherwise, behind the bulk data on the link: the
+ * tree's reduction chunks waited for clear-to-sends queued behind its
+ * broadcast). Stops at the first send it cannot announce, which is posted
+ * when ready, so a peer still sees one rank's sends in step order wherever
+ * announced and posted ones meet. */
+static void announce_sends(struct coll_op *op)
+{
+    int ahead = op->comm->rts_ahead;
+    int end = op->first + ahead < op->nsteps ? op->first + ahead : op->nsteps;
+    int i = op->announce_next > op->first ? op->announce_next : op->first;
+    for (; i < end; i++) {
+        struct coll_step *s = &op->steps[i];
+        if (s->kind != CS_SEND || s->state != STEP_WAITING || s->announced)
+            continue;
+        if (deps_done(op, s) || on_dev(op, s->src))
+            break; /* the pass posts it (in step order) */
+        int rc = gx_xport_send_announce(op->comm->xport, coll_step_xop(op, i), s->peer,
+                                        step_tag(op, s), s->src, s->len);
+        if (rc != GX_OK)
+            break; /* not announceable, or a broken link its post will report */
+        s->announced = 1;
+    }
+    op->announce_next = i;
+}
+
 /* One pass over an op's window. Returns true when anything changed. */
 bool coll_op_pass(struct coll_op *op)
 {
     bool changed = false;
     bool only_desc = op->anomaly[0] != 0;
+    if (op->comm->rts_ahead > 0 && !only_desc && op->status == GX_OK && !op->pipe &&
+        !coll_fault_any())
+        announce_sends(op);
     int end = op->first + STEP_WINDOW < op->nsteps ? op->first + STEP_WINDOW : op->nsteps;
     for (int i = op->first; i < end && op->status == GX_OK; i++) {
         struct coll_step *s = &op->steps[i];
@@ -329,7 +364,8 @@ bool coll_op_pass(struct coll_op *op)
                 continue; /* out of receive budget */
             changed = true;
         }
-        if (s->state == STEP_POSTED &&
+        /* An announced send finishes early only by failing. */
+        if ((s->state == STEP_POSTED || s->announced) &&
             __atomic_load_n(&coll_step_xop(op, i)->done, __ATOMIC_ACQUIRE)) {
             comm_step_finished(op, i);
             changed = true;

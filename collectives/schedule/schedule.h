@@ -75,6 +75,8 @@ struct coll_step {
     uint8_t kind;
     uint8_t state;          /* 0 waiting, 1 posted, 2 done */
     uint8_t failed;         /* done with an error (a message, or a flag wait's rank gone) */
+    uint8_t announced;      /* a send the engine announced before its data was ready
+                               (GX_RTS_AHEAD, coll_steps.c): its xop is in the transport */
     int peer;
     uint32_t msg;           /* message index inside the collective */
     void *dst;
@@ -127,6 +129,7 @@ struct coll_op {
     int nsteps, cap;
     struct xp_op *xops;     /* the engine's: transport state of posted steps (coll_engine.h) */
     int first;              /* first step not done */
+    int announce_next;      /* GX_RTS_AHEAD: the first step not yet announced or posted */
     int recvs_posted;       /* this op's share of the engine's receive budget */
     unsigned flag_polls;    /* unmet shared-memory flag checks (liveness checks) */
     int build_status;       /* first builder failure (GX_ENOMEM) */

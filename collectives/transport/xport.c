@@ -249,6 +249,7 @@ void gx_xport_close(struct gx_xport *x)
         xp_conn_free_peer(p);
         free(p->ctl);
         free(p->wq);
+        free(p->held);
         for (struct xp_unexpected *u = p->unexp_head, *n; u; u = n) {
             n = u->next;
             free(u);

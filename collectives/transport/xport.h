@@ -79,6 +79,7 @@ struct xp_op {
     bool has_crc;
     bool dev;                /* buf is CUDA device memory handed to the fabric (GPUDirect
                                 RDMA, xport_gdr.c): the CPU never touches it */
+    bool held;               /* announced send: its data is not ready (gx_xport_send_release) */
     uint64_t posted;         /* receive: posting order (wildcard vs specific), private */
     uint64_t t_post;         /* gx_now_ns() at the post while tracing (GX_TRACE), else 0 */
     struct xp_op *next;      /* queue link, private */
@@ -113,6 +114,21 @@ int gx_xport_send_mem(struct gx_xport *x, struct xp_op *op, int peer, uint32_t t
                       const void *buf, size_t len, bool dev);
 int gx_xport_recv_mem(struct gx_xport *x, struct xp_op *op, int peer, uint32_t tag, void *buf,
                       size_t len, bool dev);
+
+/** Announce a rendezvous send whose data is not ready yet: its request to
+ *  send goes out now, and once the receiver's clear-to-send is back the send
+ *  waits, holding it, until gx_xport_send_release says the bytes at `buf`
+ *  are final; nothing reads `buf` before that. The peer matches it in the
+ *  order of announcements and sends, as any send. GX_EUNSUPPORTED (op
+ *  untouched, no error recorded): not announceable (eager size, self,
+ *  GX_CHECKSUM, whose request carries the data's checksum): send it with
+ *  gx_xport_send_mem once ready. Host memory only. Completion and failure
+ *  as gx_xport_send_mem's; a held send fails with its link. */
+int gx_xport_send_announce(struct gx_xport *x, struct xp_op *op, int peer, uint32_t tag,
+                           const void *buf, size_t len);
+/** The data of the announced send `op` is ready: write it as soon as its
+ *  receiver has cleared it (at once if it has). */
+void gx_xport_send_release(struct gx_xport *x, struct xp_op *op);
 
 /** GPUDirect RDMA (xport_gdr.c): GX_OK when every peer of this rank is
  *  reached through a provider that registers the device memory [dev,

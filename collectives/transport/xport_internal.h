@@ -95,6 +95,9 @@ struct xp_peer {
     struct xp_write_wait *wq;                    /* cleared sends awaiting the window (ring) */
     int wq_head, wq_count, wq_cap;
     size_t wr_inflight;                          /* rendezvous bytes posted, not completed */
+    struct xp_write_wait *held;                  /* announced sends cleared before their data
+                                                    was ready (xport_write.c) */
+    int held_count, held_cap;
     struct xp_cts *ctl;                          /* CTS awaiting a slot (grows) */
     int ctl_count;
     int ctl_cap;
@@ -217,13 +220,19 @@ void xp_send_cts(struct xp_peer *p, const struct xp_cts *cts);
 void xp_write_start(struct xp_peer *p, struct xp_op *op, const struct xp_cts *cts);
 /* Post the cleared sends' pieces that fit in the window. */
 void xp_write_pending(struct xp_peer *p);
+/* An announced send (op->held) was cleared before its data was ready: keep
+ * `cts` until xp_write_release. */
+void xp_write_hold(struct xp_peer *p, struct xp_op *op, const struct xp_cts *cts);
+/* The held send's data is ready: start its write if it was cleared (true),
+ * else false (its CTS starts it when it comes). */
+bool xp_write_release(struct xp_peer *p, struct xp_op *op);
 /* A piece of `op` completed (CQE `e`). */
 void xp_write_cqe(struct xp_peer *p, struct xp_op *op, const struct gx_fab_cqe *e);
 /* Take `op` out of the window's queue (a call taken back before it wrote):
  * true when it was there and had written nothing. */
 bool xp_write_unqueue(struct xp_peer *p, struct xp_op *op);
-/* Fail every send in the window's queue (the link broke); one with pieces
- * in flight fails when the last of them comes back. */
+/* Fail every send in the window's queue and every held one (the link
+ * broke); one with pieces in flight fails when the last of them comes back. */
 void xp_write_fail_all(struct xp_peer *p, int status, const char *why);
 
 /* ---- xport.c ------------------------------------------------------------- */

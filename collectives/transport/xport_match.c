@@ -196,7 +196,10 @@ void xp_on_message(struct xp_peer *p, uint8_t type, uint32_t tag, void *data, si
                        p->rank, p->x->rank, op->tag);
             return;
         }
-        xp_write_start(p, op, &cts);
+        if (op->held)
+            xp_write_hold(p, op, &cts); /* announced: its data is not ready yet */
+        else
+            xp_write_start(p, op, &cts);
         return;
     }
     struct xp_op *op = take_receive(p, tag);

@@ -324,17 +324,17 @@ int xp_send_or_queue(struct xp_peer *p, struct xp_op *op)
     return rc;
 }
 
-int gx_xport_send_mem(struct gx_xport *x, struct xp_op *op, int peer, uint32_t tag,
-                      const void *buf, size_t len, bool dev)
+/* gx_xport_send_mem and _announce, under the lock: `held` before anything
+ * can send the request, so no clear-to-send can start its write early. */
+static int send_locked(struct gx_xport *x, struct xp_op *op, int peer, uint32_t tag,
+                       const void *buf, size_t len, bool dev, bool held)
 {
-    pthread_mutex_lock(&x->lock);
     int rc = check_post(x, peer, "send");
-    if (rc != GX_OK) {
-        pthread_mutex_unlock(&x->lock);
+    if (rc != GX_OK)
         return rc;
-    }
     init_op(op, XP_OP_SEND, peer, tag, (void *)buf, len);
     op->dev = dev && len;
+    op->held = held;
     struct xp_peer *p = &x->peers[peer];
     if (peer == x->rank && op->dev) {
         self_send_dev(p, tag, buf, len, op);
@@ -352,12 +352,47 @@ int gx_xport_send_mem(struct gx_xport *x, struct xp_op *op, int peer, uint32_t t
             rc = GX_OK;
         }
     }
+    return rc;
+}
+
+int gx_xport_send_mem(struct gx_xport *x, struct xp_op *op, int peer, uint32_t tag,
+                      const void *buf, size_t len, bool dev)
+{
+    pthread_mutex_lock(&x->lock);
+    int rc = send_locked(x, op, peer, tag, buf, len, dev, false);
     pthread_mutex_unlock(&x->lock);
     return rc;
 }
 
 /* The unexpected message a receive from `p` with `tag` takes, and the one
  * before it in p's queue (NULL if first). */
+int gx_xport_send_announce(struct gx_xport *x, struct xp_op *op, int peer, uint32_t tag,
+                           const void *buf, size_t len)
+{
+    pthread_mutex_lock(&x->lock);
+    /* Only what goes by rendezvous, and never with a checksum: its request
+     * carries the CRC of data that does not exist yet. */
+    int rc = GX_EUNSUPPORTED;
+    if (peer != x->rank && len > x->eager_limit && !x->checksum && !x->aborted &&
+        peer_if_in_range(x, peer))
+        rc = send_locked(x, op, peer, tag, buf, len, false, true);
+    pthread_mutex_unlock(&x->lock);
+    return rc;
+}
+
+void gx_xport_send_release(struct gx_xport *x, struct xp_op *op)
+{
+    pthread_mutex_lock(&x->lock);
+    if (op->held && !op->done) {
+        op->held = false;
+        if (op->t_post)
+            op->t_post = gx_trace_now(); /* GX_TRACE: the message from its data on */
+        (void)xp_write_release(&x->peers[op->peer], op);
+    }
+    op->held = false;
+    pthread_mutex_unlock(&x->lock);
+}
+
 static struct xp_unexpected *find_unexpected(struct xp_peer *p, uint32_t tag,
                                              struct xp_unexpected **prev_out)
 {

@@ -171,8 +171,44 @@ bool xp_write_unqueue(struct xp_peer *p, struct xp_op *op)
     return !op->wr_posted && remove_from_queue(p, op); /* else it has started writing */
 }
 
+void xp_write_hold(struct xp_peer *p, struct xp_op *op, const struct xp_cts *cts)
+{
+    if (p->held_count == p->held_cap) {
+        /* Grows with the sends announced ahead of their data (GX_RTS_AHEAD). */
+        int cap = p->held_cap ? 2 * p->held_cap : 16;
+        struct xp_write_wait *bigger = realloc(p->held, (size_t)cap * sizeof(*bigger));
+        if (!bigger) {
+            xp_op_fail(op, GX_ENOMEM, "rank %d: no memory to hold a send to rank %d",
+                       p->x->rank, p->rank);
+            return;
+        }
+        p->held = bigger;
+        p->held_cap = cap;
+    }
+    p->held[p->held_count].op = op;
+    p->held[p->held_count++].cts = *cts;
+}
+
+bool xp_write_release(struct xp_peer *p, struct xp_op *op)
+{
+    for (int i = 0; i < p->held_count; i++) {
+        if (p->held[i].op != op)
+            continue;
+        struct xp_cts cts = p->held[i].cts;
+        p->held[i] = p->held[--p->held_count]; /* the order of held sends does not matter */
+        xp_write_start(p, op, &cts);
+        return true;
+    }
+    return false;
+}
+
 void xp_write_fail_all(struct xp_peer *p, int status, const char *why)
 {
+    while (p->held_count > 0) {
+        struct xp_op *op = p->held[--p->held_count].op;
+        xp_op_fail(op, status, "rank %d: send to rank %d (tag %u) failed before its data was "
+                   "ready: %s", p->x->rank, p->rank, op->tag, why);
+    }
     while (p->wq_count > 0) {
         struct xp_op *op = p->wq[p->wq_head].op;
         pop_head(p);

@@ -20,6 +20,7 @@
 #include "collectives/algorithms/algorithms.h"
 #include "collectives/comm/comm_internal.h"
 #include "tests/collectives/algorithms/sched_sim.h"
+#include "tests/collectives/algorithms/sched_sim_internal.h"
 #include "tests/unit/check.h"
 
 static int runs;
@@ -211,6 +212,56 @@ static void hier_cases(void)
         }
 }
 
+/* The tree's reduction keeps its children at most 4 chunks ahead
+ * (coll_tree.c, TREE_AHEAD): a receive of chunk c >= 4 from a child waits
+ * for chunk c - 4 to have gone to the parent (on the root: to be reduced),
+ * the first 4 wait for nothing. Without it, a child on a free link ran
+ * ahead and took the root's link from a slower one (docs/scale.md,
+ * "Calibration"). */
+static void tree_children_bounded(void)
+{
+    struct sim_case c = { .algo = COLL_ALGO_TREE, .kind = COLL_REDUCE, .n = 8,
+                          .count = 16 * 256, .root = 0, .op = GX_SUM };
+    struct sim *s = calloc(1, sizeof(*s));
+    CHECK(s != NULL, "memory");
+    if (!s)
+        return;
+    s->c = &c;
+    s->n = c.n;
+    s->full = (1ull << c.n) - 1;
+    sim_describe(&c, s->what, sizeof(s->what));
+    sim_current = s;
+    int bounded = 0;
+    if (sim_setup(s) == 0) {
+        for (int r = 0; r < c.n; r++) {
+            const struct coll_op *op = &s->r[r].op;
+            for (int i = 0; i < op->nsteps; i++) {
+                const struct coll_step *st = &op->steps[i];
+                if (st->kind != CS_RECV)
+                    continue;
+                int d = st->dep[0];
+                if (st->msg < 4) {
+                    CHECK(d < 0, "tree reduce rank %d: chunk %u from rank %d waits for step "
+                          "%d", r, st->msg, st->peer, d);
+                    continue;
+                }
+                const struct coll_step *w = d >= 0 ? &op->steps[d] : NULL;
+                bool ok = w && (r == 0 ? w->kind != CS_SEND && w->kind != CS_RECV
+                                       : w->kind == CS_SEND && w->msg == st->msg - 4);
+                CHECK(ok, "tree reduce rank %d: chunk %u from rank %d does not wait for chunk "
+                      "%u to be passed on (step %d)", r, st->msg, st->peer, st->msg - 4, d);
+                bounded += ok;
+            }
+        }
+    } else {
+        CHECK(0, "tree reduce n=8: set-up failed");
+    }
+    /* 7 children in all, 12 chunks each past the first 4. */
+    CHECK(bounded == 7 * 12, "tree reduce n=8: %d bounded receives, expected 84", bounded);
+    sim_teardown(s);
+    free(s);
+}
+
 int main(void)
 {
     /* Chunks of 256 elements: a few hundred elements already pipeline. */
@@ -226,6 +277,7 @@ int main(void)
                 flat_cases((enum coll_algo)a, (enum coll_kind)k);
     }
     hier_cases();
+    tree_children_bounded();
     printf("%d schedules run\n", runs);
     CHECK_DONE("test_schedules");
 }
