@@ -120,6 +120,7 @@ bad-flags)
     expect_bad "all_reduce -o median" "-o/--op: unknown op 'median'"
     expect_bad "all_reduce -z 4" "-z/--blocking"
     expect_bad "all_reduce --min-bw fast" "--min-bw: 'fast'"
+    expect_bad "all_reduce --compute_us -3" "--compute_us: '-3'"
     expect_bad "all_reduce --bogus" "unknown option '--bogus'"
     expect_bad "all_reduce -x 1" "not supported in gx-perf"
     expect_bad "all_reduce -Q 1" "unknown option '-Q'"

@@ -160,7 +160,33 @@ static void prepare(struct perf_ctx *x, const struct perf_case *pc)
     device_sync(x, 1);
 }
 
-static void run_ops(struct perf_ctx *x, const struct perf_case *pc, int n, int blocking)
+static double thread_cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* --compute_us: this thread's CPU time, not the wall clock, so the work is
+ * the same however many ranks share a CPU (a rank descheduled for 5 ms has
+ * done none of it). */
+static void compute(int us)
+{
+    if (us <= 0)
+        return;
+    static volatile double sink;
+    double acc = sink, end = thread_cpu_s() + us * 1e-6;
+    do {
+        for (int i = 0; i < 2000; i++)
+            acc = acc * 0.999999 + 1.0;
+    } while (thread_cpu_s() < end);
+    sink = acc;
+}
+
+/* n operations; each after `compute_us` of CPU work (0 for the warm-up and
+ * the checks). */
+static void run_ops(struct perf_ctx *x, const struct perf_case *pc, int n, int blocking,
+                    int compute_us)
 {
     const struct perf_coll *coll = x->o->coll;
     char what[160];
@@ -168,6 +194,7 @@ static void run_ops(struct perf_ctx *x, const struct perf_case *pc, int n, int b
              perf_dtype_name(pc->dtype), pc->in_place ? " in place" : "");
     if (blocking) {
         for (int i = 0; i < n; i++) {
+            compute(compute_us);
             int rc = coll->call(x->comm, pc->call_send, pc->call_recv, pc->c.param, pc->dtype,
                                 pc->op, pc->root, NULL);
             if (rc)
@@ -185,6 +212,7 @@ static void run_ops(struct perf_ctx *x, const struct perf_case *pc, int n, int b
             *slot = NULL;
         }
         if (i < n) {
+            compute(compute_us);
             int rc = coll->call(x->comm, pc->call_send, pc->call_recv, pc->c.param, pc->dtype,
                                 pc->op, pc->root, slot);
             if (rc)
@@ -210,13 +238,13 @@ static double timed_ops(struct perf_ctx *x, const struct perf_case *pc)
     int total = o->iters * o->agg_iters;
     if (o->blocking == 0) {
         double t0 = now_s();
-        run_ops(x, pc, total, 0);
+        run_ops(x, pc, total, 0, o->compute_us);
         return (now_s() - t0) / total;
     }
     double t = 0, t0 = now_s();
     for (int i = 0; i < o->iters; i++) {
         for (int a = 0; a < o->agg_iters; a++) {
-            run_ops(x, pc, 1, 1);
+            run_ops(x, pc, 1, 1, o->compute_us);
             if (o->blocking == 1)
                 barrier_or_die(x, "gx_barrier after an operation (-z 1)");
         }
@@ -253,13 +281,13 @@ static void measure(struct perf_ctx *x, const struct perf_case *pc, struct perf_
         alarm((unsigned)o->timeout_s);
     }
     prepare(x, pc);
-    run_ops(x, pc, o->warmup, o->blocking != 0);
+    run_ops(x, pc, o->warmup, o->blocking != 0, 0);
     barrier_or_die(x, "gx_barrier before timing");
     struct rank_figures mine = { timed_ops(x, pc), 0 };
 
     for (int k = 0; k < o->check; k++) {
         prepare(x, pc);
-        run_ops(x, pc, 1, o->blocking != 0);
+        run_ops(x, pc, 1, o->blocking != 0, 0);
         device_sync(x, 0);
         mine.wrong += (long long)perf_data_check(o->coll, pc->recv, pc->dtype, pc->c.recv,
                                                  pc->c.param, x->rank, x->nranks, pc->root,

@@ -98,6 +98,11 @@ static void usage(FILE *f)
             "      --no-progress        no progress line on stderr for long sweeps\n"
             "      --device             buffers in CUDA device memory (GPU local rank modulo\n"
             "                           the GPUs; nccl-tests' -G is something else)\n"
+            "      --compute_us US      before each timed operation, US microseconds of CPU\n"
+            "                           work on each rank (its own CPU time, so the same\n"
+            "                           work however the CPUs are shared), timed with it: a\n"
+            "                           training step's compute, to show what waiting ranks\n"
+            "                           take from ranks that compute (perf/wait_bench.sh)\n"
             "  -h, --help               this help\n\n"
             "Sizes are total bytes as in nccl-tests (all_gather: the gathered buffer);\n"
             "count is the count passed to the collective, per rank for all_gather,\n"
@@ -212,7 +217,7 @@ static int parse_ops(const struct parse_ctx *p, const char *text, struct perf_op
     return bad(p, "%s: unknown op '%s' (sum prod min max avg, or all)", "-o/--op", text);
 }
 
-enum { OPT_MIN_BW = 256, OPT_JSON, OPT_CSV, OPT_NO_PROGRESS, OPT_DEVICE };
+enum { OPT_MIN_BW = 256, OPT_JSON, OPT_CSV, OPT_NO_PROGRESS, OPT_DEVICE, OPT_COMPUTE_US };
 
 /* nccl-tests flags that cannot mean anything for gx: accepted at 0 (their
  * default), refused above. */
@@ -270,6 +275,7 @@ int perf_opts_parse(int argc, char **argv, const struct perf_coll *prog_coll, in
         { "per_iter_timing", required_argument, NULL, 'I' },
         { "per_iter_skip", required_argument, NULL, 'K' },
         { "device", no_argument, NULL, OPT_DEVICE },
+        { "compute_us", required_argument, NULL, OPT_COMPUTE_US },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -364,6 +370,9 @@ int perf_opts_parse(int argc, char **argv, const struct perf_coll *prog_coll, in
         case OPT_CSV: o->format = PERF_FORMAT_CSV; break;
         case OPT_NO_PROGRESS: o->progress = 0; break;
         case OPT_DEVICE: o->device = 1; break;
+        case OPT_COMPUTE_US:
+            rc = parse_int(&p, "--compute_us", optarg, 0, 10000000, &o->compute_us);
+            break;
         case 'h':
             if (loud)
                 usage(stdout);

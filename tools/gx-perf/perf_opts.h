@@ -1,7 +1,7 @@
 /*
  * perf_opts.h - gx-perf's command line: every nccl-tests flag, each either
  * with its meaning or refused as "not supported in gx-perf", plus --min-bw,
- * --json, --csv and --no-progress.
+ * --json, --csv, --no-progress, --device and --compute_us.
  *
  * Owns parsing and the usage text. Must not touch the communicator: options
  * are parsed before gx_comm_init(), identically on every rank, so every rank
@@ -48,6 +48,7 @@ struct perf_opts {
     enum perf_format format;
     int progress;                           /* 1 auto, 0 never */
     int device;                             /* --device: CUDA device buffers */
+    int compute_us;                         /* --compute_us: CPU work before each op */
 };
 
 /**
