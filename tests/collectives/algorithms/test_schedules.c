@@ -212,6 +212,19 @@ static void hier_cases(void)
         }
 }
 
+/* hier on uneven nodes with many chunks: 3+1+2 with the node arena, ring
+ * rails, 64 MiB's chunk count (256 at 4 KiB here). Its schedules have
+ * ~1800 steps and a rank's flag wait needs one of its own steps more than
+ * 1024 further on: with a step window of 1024 (coll_engine.h) every rank
+ * stalled (seen at 64 MiB on netns nodes, GX_TIMEOUT after 600 s). */
+static void hier_many_chunks(void)
+{
+    struct sim_case c = { .algo = COLL_ALGO_HIER, .kind = COLL_ALLREDUCE, .n = 6, .nodes = 3,
+                          .node_size = { 3, 1, 2 }, .arena = true, .slot_bytes = 4096,
+                          .rail = COLL_ALGO_RING, .count = 256 * 4096 / 16, .op = GX_SUM };
+    run(&c);
+}
+
 /* The tree's reduction keeps its children at most 4 chunks ahead
  * (coll_tree.c, TREE_AHEAD): a receive of chunk c >= 4 from a child waits
  * for chunk c - 4 to have gone to the parent (on the root: to be reduced),
@@ -277,6 +290,7 @@ int main(void)
                 flat_cases((enum coll_algo)a, (enum coll_kind)k);
     }
     hier_cases();
+    hier_many_chunks();
     tree_children_bounded();
     printf("%d schedules run\n", runs);
     CHECK_DONE("test_schedules");
