@@ -2,7 +2,8 @@
 # wait_bench.sh - waits that yield against waits that spin (issue 29,
 # docs/scale.md). One command:
 #
-#   perf/wait_bench.sh [-b BUILD_DIR] [-r RUNS] [-t "shm tcp"] [--hogs H] [--record]
+#   perf/wait_bench.sh [-b BUILD_DIR] [-r RUNS] [-t "shm tcp"] [--hogs H]
+#       [--compute US] [--record]
 #
 # Two regimes on this machine's CPUs (nproc): one rank per CPU, and 4x
 # oversubscribed (4 ranks per CPU). In each, gx-perf all_reduce at 8 B,
@@ -14,18 +15,22 @@
 # median time per size and the ratio yield/spin (< 1: yielding wins).
 # --hogs H runs H busy loops beside the job for the whole run (the CPU a
 # data loader or another job takes from the ranks), recorded apart
-# (DATE-waits-hogsH.md).
+# (DATE-waits-hogsH.md). --compute US gives every rank US microseconds of
+# its own CPU work before each all-reduce (gx-perf --compute_us, inside the
+# time: a training step's compute; the job's own ranks then want the CPUs
+# the waiting ones hold), recorded apart (DATE-waits-computeUS.md).
 set -u
 cd "$(dirname "$0")/.."
-build=build runs=5 transports="shm tcp" record=0 hogs=0
+build=build runs=5 transports="shm tcp" record=0 hogs=0 compute=0
 while [ $# -gt 0 ]; do
     case $1 in
     -b) build=$2; shift ;;
     -r) runs=$2; shift ;;
     -t) transports=$2; shift ;;
     --hogs) hogs=$2; shift ;;
+    --compute) compute=$2; shift ;;
     --record) record=1 ;;
-    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "wait_bench.sh: unknown option $1" >&2; exit 2 ;;
     esac
     shift
@@ -33,6 +38,7 @@ done
 run=$build/bin/gx-run perf=$build/bin/gx-perf
 [ -x "$run" ] && [ -x "$perf" ] || { echo "wait_bench.sh: build $build first" >&2; exit 2; }
 case $hogs in *[!0-9]*|'') echo "wait_bench.sh: --hogs wants a count, got '$hogs'" >&2; exit 2 ;; esac
+case $compute in *[!0-9]*|'') echo "wait_bench.sh: --compute wants microseconds, got '$compute'" >&2; exit 2 ;; esac
 cpus=$(nproc)
 out=$(mktemp /tmp/gx-wait.XXXXXX)
 hog_pids=()
@@ -48,7 +54,7 @@ one() { # transport ranks spin -> "size time_us" lines
     local env=(-u GX_SPIN_US) # its own line: words of one `local` expand before any is set
     [ "$spin" = default ] || env+=(GX_SPIN_US="$spin")
     [ "$t" = shm ] && env+=(GX_COLL_SHM=off)
-    local cmd="$perf all_reduce -b 8 -e 128K -f 128 -n 50 -w 5 -z 1 -c 0"
+    local cmd="$perf all_reduce -b 8 -e 128K -f 128 -n 50 -w 5 -z 1 -c 0 --compute_us $compute"
     if [ "$t" = tcp ]; then
         env "${env[@]}" "$run" -n "$n" --timeout 600 sh -c "GX_NODE_ID=n\$GX_RANK exec $cmd"
     else
@@ -80,10 +86,10 @@ report=$(awk '
               printf "%-4s %5d %8d %12.1f %12.1f %8.3f %5d\n", f[1], f[2], f[3], ms, my, my / ms, c[k, "-1"] } }' "$out" | sort -k1,1 -k2,2n -k3,3n)
 echo "$report"
 if [ $record -eq 1 ]; then
-    f=perf/results/$(date +%Y-%m-%d)-waits$([ "$hogs" -eq 0 ] || echo "-hogs$hogs").md
+    f=perf/results/$(date +%Y-%m-%d)-waits$([ "$hogs" -eq 0 ] || echo "-hogs$hogs")$([ "$compute" -eq 0 ] || echo "-compute$compute").md
     { echo "# Waits that yield vs spin ($(date +%Y-%m-%d))"; echo
       echo "perf/wait_bench.sh -r $runs -t \"$transports\"; $(nproc) CPUs ($(lscpu | sed -n 's/^Model name: *//p')); medians of $runs same-run interleaved runs; time = gx-perf's out-of-place all_reduce time in us; ratio = yield/spin (< 1: yielding wins)."
-      echo "busy loops beside the job: $hogs; commit $(git rev-parse --short HEAD 2>/dev/null); load average before: $load_before, after: $(cut -d' ' -f1-3 /proc/loadavg)"
+      echo "busy loops beside the job: $hogs; CPU work per rank before each all-reduce: $compute us (inside the time); commit $(git rev-parse --short HEAD 2>/dev/null); load average before: $load_before, after: $(cut -d' ' -f1-3 /proc/loadavg)"
       echo; echo '```'; echo "$report"; echo '```'
       echo; echo "Every run (transport ranks waits bytes time_us; waits -1 = spin, default = yield):"
       echo; echo '```'; cat "$out"; echo '```'; } >"$f"
