@@ -23,6 +23,9 @@
 #define STEP_WAITING 0
 #define STEP_POSTED 1
 #define STEP_DONE 2
+/* coll_step.announced (GX_RTS_AHEAD): 0 not looked at yet. */
+#define STEP_ANNOUNCED 1
+#define STEP_UNANNOUNCEABLE 2
 /* Steps looked at per pass, from the first not done. A schedule whose step
  * needs one more than this further on stalls every rank: hier on uneven
  * nodes (3+1+2) at 64 MiB has ~1800 steps and did at 1024 (test

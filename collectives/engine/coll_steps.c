@@ -232,7 +232,7 @@ static void run_step(struct coll_op *op, struct coll_step *s)
                      "(GPUDirect RDMA is planned for data movement only)");
     else switch (s->kind) {
     case CS_SEND:
-        if (s->announced) { /* its request went ahead (announce_sends): the data is ready */
+        if (s->announced == STEP_ANNOUNCED) { /* its request went ahead: the data is ready */
             gx_xport_send_release(x, coll_step_xop(op, (int)(s - op->steps)));
             break;
         }
@@ -322,15 +322,18 @@ static void announce_sends(struct coll_op *op)
     int i = op->announce_next > op->first ? op->announce_next : op->first;
     for (; i < end; i++) {
         struct coll_step *s = &op->steps[i];
-        if (s->kind != CS_SEND || s->state != STEP_WAITING || s->announced)
+        if (s->kind != CS_SEND || s->state != STEP_WAITING || s->announced == STEP_ANNOUNCED)
             continue;
-        if (deps_done(op, s) || on_dev(op, s->src))
-            break; /* the pass posts it (in step order) */
-        int rc = gx_xport_send_announce(op->comm->xport, coll_step_xop(op, i), s->peer,
-                                        step_tag(op, s), s->src, s->len);
+        if (s->announced == STEP_UNANNOUNCEABLE || deps_done(op, s))
+            break; /* the pass posts it when ready (in step order) */
+        int rc = on_dev(op, s->src) ? GX_EUNSUPPORTED
+                 : gx_xport_send_announce(op->comm->xport, coll_step_xop(op, i), s->peer,
+                                          step_tag(op, s), s->src, s->len);
+        /* Not announceable (asked once, not every pass), or a broken link
+         * its post will report. */
+        s->announced = rc == GX_OK ? STEP_ANNOUNCED : STEP_UNANNOUNCEABLE;
         if (rc != GX_OK)
-            break; /* not announceable, or a broken link its post will report */
-        s->announced = 1;
+            break;
     }
     op->announce_next = i;
 }
@@ -365,7 +368,7 @@ bool coll_op_pass(struct coll_op *op)
             changed = true;
         }
         /* An announced send finishes early only by failing. */
-        if ((s->state == STEP_POSTED || s->announced) &&
+        if ((s->state == STEP_POSTED || s->announced == STEP_ANNOUNCED) &&
             __atomic_load_n(&coll_step_xop(op, i)->done, __ATOMIC_ACQUIRE)) {
             comm_step_finished(op, i);
             changed = true;

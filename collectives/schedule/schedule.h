@@ -75,8 +75,9 @@ struct coll_step {
     uint8_t kind;
     uint8_t state;          /* 0 waiting, 1 posted, 2 done */
     uint8_t failed;         /* done with an error (a message, or a flag wait's rank gone) */
-    uint8_t announced;      /* a send the engine announced before its data was ready
-                               (GX_RTS_AHEAD, coll_steps.c): its xop is in the transport */
+    uint8_t announced;      /* GX_RTS_AHEAD (coll_steps.c): STEP_ANNOUNCED, a send whose
+                               xop is in the transport before its data was ready; or
+                               STEP_UNANNOUNCEABLE, one the engine posts when ready */
     int peer;
     uint32_t msg;           /* message index inside the collective */
     void *dst;

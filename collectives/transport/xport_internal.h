@@ -223,9 +223,9 @@ void xp_write_pending(struct xp_peer *p);
 /* An announced send (op->held) was cleared before its data was ready: keep
  * `cts` until xp_write_release. */
 void xp_write_hold(struct xp_peer *p, struct xp_op *op, const struct xp_cts *cts);
-/* The held send's data is ready: start its write if it was cleared (true),
- * else false (its CTS starts it when it comes). */
-bool xp_write_release(struct xp_peer *p, struct xp_op *op);
+/* The held send's data is ready: start its write if it was cleared (else
+ * its CTS starts it when it comes). */
+void xp_write_release(struct xp_peer *p, struct xp_op *op);
 /* A piece of `op` completed (CQE `e`). */
 void xp_write_cqe(struct xp_peer *p, struct xp_op *op, const struct gx_fab_cqe *e);
 /* Take `op` out of the window's queue (a call taken back before it wrote):

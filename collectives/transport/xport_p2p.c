@@ -364,8 +364,6 @@ int gx_xport_send_mem(struct gx_xport *x, struct xp_op *op, int peer, uint32_t t
     return rc;
 }
 
-/* The unexpected message a receive from `p` with `tag` takes, and the one
- * before it in p's queue (NULL if first). */
 int gx_xport_send_announce(struct gx_xport *x, struct xp_op *op, int peer, uint32_t tag,
                            const void *buf, size_t len)
 {
@@ -387,12 +385,13 @@ void gx_xport_send_release(struct gx_xport *x, struct xp_op *op)
         op->held = false;
         if (op->t_post)
             op->t_post = gx_trace_now(); /* GX_TRACE: the message from its data on */
-        (void)xp_write_release(&x->peers[op->peer], op);
+        xp_write_release(&x->peers[op->peer], op);
     }
-    op->held = false;
     pthread_mutex_unlock(&x->lock);
 }
 
+/* The unexpected message a receive from `p` with `tag` takes, and the one
+ * before it in p's queue (NULL if first). */
 static struct xp_unexpected *find_unexpected(struct xp_peer *p, uint32_t tag,
                                              struct xp_unexpected **prev_out)
 {

@@ -189,7 +189,7 @@ void xp_write_hold(struct xp_peer *p, struct xp_op *op, const struct xp_cts *cts
     p->held[p->held_count++].cts = *cts;
 }
 
-bool xp_write_release(struct xp_peer *p, struct xp_op *op)
+void xp_write_release(struct xp_peer *p, struct xp_op *op)
 {
     for (int i = 0; i < p->held_count; i++) {
         if (p->held[i].op != op)
@@ -197,9 +197,8 @@ bool xp_write_release(struct xp_peer *p, struct xp_op *op)
         struct xp_cts cts = p->held[i].cts;
         p->held[i] = p->held[--p->held_count]; /* the order of held sends does not matter */
         xp_write_start(p, op, &cts);
-        return true;
+        return;
     }
-    return false;
 }
 
 void xp_write_fail_all(struct xp_peer *p, int status, const char *why)
