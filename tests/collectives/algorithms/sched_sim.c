@@ -333,19 +333,27 @@ static void check_results(struct sim *s)
     }
 }
 
-int sim_run(const struct sim_case *c)
+struct sim *sim_new(const struct sim_case *c)
 {
     struct sim *s = calloc(1, sizeof(*s));
     if (!s || c->n < 1 || c->n > 64) {
         free(s);
         fprintf(stderr, "FAIL: bad case (n %d) or out of memory\n", c->n);
-        return 1;
+        return NULL;
     }
     s->c = c;
     s->n = c->n;
     s->full = c->n == 64 ? ~0ull : (1ull << c->n) - 1;
     sim_describe(c, s->what, sizeof(s->what));
     sim_current = s;
+    return s;
+}
+
+int sim_run(const struct sim_case *c)
+{
+    struct sim *s = sim_new(c);
+    if (!s)
+        return 1;
     if (sim_setup(s) != 0 || pair_messages(s) != 0) {
         if (!s->problems)
             sim_problem(s, "set-up failed (out of memory, or a bad node layout)");

@@ -58,6 +58,10 @@ extern struct sim *sim_current;
 void sim_problem(struct sim *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Written by some step (or an input)? */
 bool sim_readable(const struct elem *e);
+/* A simulation of case c, the current one (sim_current); NULL, said on
+ * stderr, for a bad case or no memory. Free with free() after
+ * sim_teardown. */
+struct sim *sim_new(const struct sim_case *c);
 /* Fake communicators, buffers and every rank's schedule; 0 or -1 (then the
  * problem is reported, or nothing was reported: out of memory). */
 int sim_setup(struct sim *s);

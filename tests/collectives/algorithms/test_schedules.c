@@ -235,15 +235,10 @@ static void tree_children_bounded(void)
 {
     struct sim_case c = { .algo = COLL_ALGO_TREE, .kind = COLL_REDUCE, .n = 8,
                           .count = 16 * 256, .root = 0, .op = GX_SUM };
-    struct sim *s = calloc(1, sizeof(*s));
-    CHECK(s != NULL, "memory");
+    struct sim *s = sim_new(&c);
+    CHECK(s != NULL, "tree reduce n=8: no simulation");
     if (!s)
         return;
-    s->c = &c;
-    s->n = c.n;
-    s->full = (1ull << c.n) - 1;
-    sim_describe(&c, s->what, sizeof(s->what));
-    sim_current = s;
     int bounded = 0;
     if (sim_setup(s) == 0) {
         for (int r = 0; r < c.n; r++) {
