@@ -26,24 +26,33 @@
 /* coll_step.announced (GX_RTS_AHEAD): 0 not looked at yet. */
 #define STEP_ANNOUNCED 1
 #define STEP_UNANNOUNCEABLE 2
-/* Steps looked at per pass, from the first not done. A schedule whose step
- * needs one more than this further on stalls every rank: hier on uneven
- * nodes (3+1+2) at 64 MiB has ~1800 steps and did at 1024 (test
- * unit.test_schedules, hier_many_chunks). */
+/* Steps looked at per pass, from the first not done: the step window.
+ * Steps further on run too, but only once a pass over the window has
+ * changed nothing for FAR_IDLE_MS (then on every pass while they run or
+ * have messages posted): a schedule that needs a step further on is
+ * slower, not stalled (hier on uneven nodes, 3+1+2, needed one at 64 MiB
+ * with a window of 1024 and at 256 MiB with 4096; test
+ * unit.test_schedules, hier_many_chunks). The window is also what keeps
+ * the engine from posting sends far ahead of the ones the peers wait for. */
 #define STEP_WINDOW 4096
+#define FAR_IDLE_MS 100
 /* Receives posted at once per communicator: each pins a registration and
  * may queue a CTS in the transport, so keep them bounded. Sends are not
  * limited (they wait in the transport's queue), so a rank never starves its
  * peers. */
 #define RECV_BUDGET 32
 
-/* The transport state of step i while it is posted. Only steps inside the
- * window [op->first, op->first + STEP_WINDOW) are ever posted, and op->first
- * passes only steps that are done, so step i and i + STEP_WINDOW never hold
- * their slot at once: op->xops has min(nsteps, STEP_WINDOW) entries
- * (coll_issue.c), and a step is a plan only (schedule.h). */
+/* The transport state of step i while it is posted. A step posted inside
+ * the window [op->first, op->first + STEP_WINDOW) uses slot i % STEP_WINDOW
+ * of op->xops (min(nsteps, STEP_WINDOW) entries, coll_issue.c): op->first
+ * passes only steps that are done, so steps i and i + STEP_WINDOW never
+ * hold that slot at once. A step posted past the window has its own
+ * (op->far_xops[i], until the op is freed), so the window's slots stay its
+ * steps'. A step is a plan only (schedule.h). */
 static inline struct xp_op *coll_step_xop(const struct coll_op *op, int i)
 {
+    if (op->far_xops && op->far_xops[i])
+        return op->far_xops[i];
     return &op->xops[i % STEP_WINDOW];
 }
 

@@ -102,6 +102,9 @@ static void coll_wait_end(struct gx_request *req)
 static void op_free(struct coll_op *op)
 {
     coll_pipe_free(op);
+    for (int i = 0; op->far_xops && i < op->nsteps; i++)
+        free(op->far_xops[i]);
+    free(op->far_xops);
     free(op->steps);
     free(op->xops);
     free(op->scratch);

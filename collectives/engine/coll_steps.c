@@ -7,6 +7,7 @@
  * the engine (coll_engine.c) with the communicator's lock held.
  */
 #include <stdarg.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -17,6 +18,7 @@
 #include "collectives/engine/coll_trace.h"
 #include "collectives/arena/node_shm.h"
 #include "collectives/comm/comm_internal.h"
+#include "common/clock.h"
 #include "common/log.h"
 
 /* ---- describing calls ------------------------------------------------- */
@@ -338,7 +340,103 @@ static void announce_sends(struct coll_op *op)
     op->announce_next = i;
 }
 
-/* One pass over an op's window. Returns true when anything changed. */
+/* Run step i if it can go, and finish it if its message has completed.
+ * True when either happened. */
+static bool visit_step(struct coll_op *op, int i)
+{
+    struct coll_step *s = &op->steps[i];
+    bool changed = false;
+    if (s->state == STEP_WAITING) {
+        if (!deps_done(op, s))
+            return false;
+        int prc = op->pipe ? coll_pipe_before_step(op, s) : GX_OK;
+        if (prc != GX_OK) {
+            coll_op_set_error(op, prc, "copying a device buffer in for the exchange "
+                              "failed: %s", gx_last_error());
+            return false;
+        }
+        run_step(op, s);
+        if (s->state == STEP_WAITING && op->status == GX_OK)
+            return false; /* out of receive budget */
+        changed = true;
+    }
+    /* An announced send finishes early only by failing. */
+    if ((s->state == STEP_POSTED || s->announced == STEP_ANNOUNCED) &&
+        __atomic_load_n(&coll_step_xop(op, i)->done, __ATOMIC_ACQUIRE)) {
+        comm_step_finished(op, i);
+        changed = true;
+    }
+    return changed;
+}
+
+/* A message step past the window gets its own transport state. */
+static bool far_slot(struct coll_op *op, int i)
+{
+    if (!op->far_xops)
+        op->far_xops = calloc((size_t)op->nsteps, sizeof(*op->far_xops));
+    if (op->far_xops && !op->far_xops[i])
+        op->far_xops[i] = calloc(1, sizeof(struct xp_op));
+    if (op->far_xops && op->far_xops[i])
+        return true;
+    coll_op_set_error(op, GX_ENOMEM, "out of memory for a step past the engine's step window");
+    return false;
+}
+
+/* The steps past the window (STEP_WINDOW, coll_engine.h). Only the oldest
+ * op looks there: it may always post receives, so a later op's far
+ * receives never take the budget an older one needs. */
+static bool far_pass(struct coll_op *op)
+{
+    bool changed = false;
+    int posted = 0;
+    for (int i = op->first + STEP_WINDOW; i < op->nsteps && op->status == GX_OK; i++) {
+        struct coll_step *s = &op->steps[i];
+        if (s->state == STEP_DONE || (s->state == STEP_WAITING && !deps_done(op, s)))
+            continue;
+        bool message = s->kind == CS_SEND || s->kind == CS_RECV;
+        if (message && s->state == STEP_WAITING && !far_slot(op, i))
+            break;
+        if (visit_step(op, i))
+            changed = true;
+        if (s->state == STEP_POSTED)
+            posted++;
+    }
+    op->far_posted = posted; /* those the window reaches first, it finishes */
+    return changed;
+}
+
+/* Past the window: after FAR_IDLE_MS of a window that changed nothing,
+ * then while that finds work or has messages out. */
+static bool far_steps(struct coll_op *op, bool window_changed)
+{
+    if (op->first + STEP_WINDOW >= op->nsteps || op != op->cc->head)
+        return false;
+    uint64_t now = gx_now_ns();
+    if (window_changed)
+        op->window_moved_ns = now;
+    else if (!op->window_moved_ns)
+        op->window_moved_ns = now;
+    bool due = op->far_posted > 0 || op->far_busy ||
+               now - op->window_moved_ns >= (uint64_t)FAR_IDLE_MS * 1000000u;
+    if (!due)
+        return false;
+    if (!op->far_busy && op->far_posted == 0) {
+        if (!op->far_told) {
+            op->far_told = true;
+            char what[160];
+            coll_describe_op(op, what, sizeof(what));
+            GX_INFO(GX_SUB_COLL, "%s: nothing in the engine's window of %d steps (from step "
+                    "%d of %d) changed for %d ms: running the steps past it that can go",
+                    what, STEP_WINDOW, op->first, op->nsteps, FAR_IDLE_MS);
+        }
+        op->window_moved_ns = now; /* an idle look again in FAR_IDLE_MS at the earliest */
+    }
+    op->far_busy = far_pass(op);
+    return op->far_busy;
+}
+
+/* One pass over an op's window (and, when it is stuck, past it). Returns
+ * true when anything changed. */
 bool coll_op_pass(struct coll_op *op)
 {
     bool changed = false;
@@ -348,34 +446,18 @@ bool coll_op_pass(struct coll_op *op)
         announce_sends(op);
     int end = op->first + STEP_WINDOW < op->nsteps ? op->first + STEP_WINDOW : op->nsteps;
     for (int i = op->first; i < end && op->status == GX_OK; i++) {
-        struct coll_step *s = &op->steps[i];
-        if (s->state == STEP_DONE)
+        if (op->steps[i].state == STEP_DONE)
             continue;
         if (only_desc && i != op->desc_recv_step)
             continue;
-        if (s->state == STEP_WAITING) {
-            if (!deps_done(op, s))
-                continue;
-            int prc = op->pipe ? coll_pipe_before_step(op, s) : GX_OK;
-            if (prc != GX_OK) {
-                coll_op_set_error(op, prc, "copying a device buffer in for the exchange "
-                                  "failed: %s", gx_last_error());
-                break;
-            }
-            run_step(op, s);
-            if (s->state == STEP_WAITING && op->status == GX_OK)
-                continue; /* out of receive budget */
-            changed = true;
-        }
-        /* An announced send finishes early only by failing. */
-        if ((s->state == STEP_POSTED || s->announced == STEP_ANNOUNCED) &&
-            __atomic_load_n(&coll_step_xop(op, i)->done, __ATOMIC_ACQUIRE)) {
-            comm_step_finished(op, i);
+        if (visit_step(op, i)) {
             changed = true;
             if (op->anomaly[0])
                 only_desc = true;
         }
     }
+    if (!only_desc && op->status == GX_OK && far_steps(op, changed))
+        changed = true;
     while (op->first < op->nsteps && op->steps[op->first].state == STEP_DONE)
         op->first++;
     if (op->pipe && op->status == GX_OK) {

@@ -129,6 +129,13 @@ struct coll_op {
     struct coll_step *steps;
     int nsteps, cap;
     struct xp_op *xops;     /* the engine's: transport state of posted steps (coll_engine.h) */
+    struct xp_op **far_xops; /* ... of steps posted past the step window, one each
+                               (coll_steps.c); NULL until the first */
+    int far_posted;         /* of those, posted and not finished */
+    bool far_busy;          /* the last look past the window ran or finished a step */
+    bool far_told;          /* the first look past it was logged (GX_LOG=info) */
+    uint64_t window_moved_ns; /* large schedules: when a pass over the window last changed
+                               something (gx_now_ns) */
     int first;              /* first step not done */
     int announce_next;      /* GX_RTS_AHEAD: the first step not yet announced or posted */
     int recvs_posted;       /* this op's share of the engine's receive budget */

@@ -238,13 +238,16 @@ static bool post_message(struct sim *s, int r, int i)
 
 /* Run what rank r can: messages are posted before computations run, so a
  * computation racing a posted message shows. Like the engine, only the
- * STEP_WINDOW steps from the first not done are looked at. True when
- * anything ran. */
-static bool rank_pass(struct sim *s, int r)
+ * STEP_WINDOW steps from the first not done are looked at, unless `far`:
+ * the engine looks past the window once it has changed nothing for a
+ * while (coll_steps.c), which here is when no rank can run anything in its
+ * window. True when anything ran. */
+static bool rank_pass(struct sim *s, int r, bool far)
 {
     struct sim_rank *R = &s->r[r];
     bool any = false;
-    int end = R->first + STEP_WINDOW < R->op.nsteps ? R->first + STEP_WINDOW : R->op.nsteps;
+    int end = R->first + STEP_WINDOW < R->op.nsteps && !far ? R->first + STEP_WINDOW
+                                                            : R->op.nsteps;
     for (int phase = 0; phase < 2; phase++) {
         for (int i = R->first; i < end && s->problems <= MAX_SHOWN; i++) {
             struct coll_step *st = &R->op.steps[i];
@@ -358,19 +361,22 @@ int sim_run(const struct sim_case *c)
         if (!s->problems)
             sim_problem(s, "set-up failed (out of memory, or a bad node layout)");
     } else {
-        for (;;) {
+        for (bool far = false;;) {
             bool any = false, left = false;
             for (int r = 0; r < s->n; r++) {
-                while (rank_pass(s, r))
+                while (rank_pass(s, r, far))
                     any = true;
                 left |= s->r[r].first < s->r[r].op.nsteps;
             }
             if (!left || s->problems > MAX_SHOWN)
                 break;
-            if (!any) {
+            if (!any && far) {
                 report_stall(s);
                 break;
             }
+            if (!any && c->far_rounds)
+                (*c->far_rounds)++;
+            far = !any; /* stuck in the windows: look past them once */
         }
         if (!s->problems)
             check_results(s);

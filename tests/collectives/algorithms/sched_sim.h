@@ -18,7 +18,8 @@
  *    posted message still reads or fills, or reads one a receive fills;
  *  - a reduction combines different elements, or counts a rank's
  *    contribution twice (every block reduced exactly once);
- *  - the schedules stall (no step can run and some are not done);
+ *  - the schedules stall (no step can run, in the engine's step window or
+ *    past it, and some are not done);
  *  - a result differs from what the collective promises.
  */
 #ifndef GX_SCHED_SIM_H
@@ -47,6 +48,9 @@ struct sim_case {
     enum coll_algo rail;   /* hier: op->inner_algo */
     /* A builder to use instead of the table's (tests of the checker). */
     coll_build_fn build;
+    /* When set: counts the times every rank was stuck in its step window
+     * and a step past it had to run (the engine's slow path). */
+    int *far_rounds;
 };
 
 /* Build and run the case; returns 0 when every check holds, else prints

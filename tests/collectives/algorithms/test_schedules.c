@@ -219,10 +219,22 @@ static void hier_cases(void)
  * stalled (seen at 64 MiB on netns nodes, GX_TIMEOUT after 600 s). */
 static void hier_many_chunks(void)
 {
+    int far = 0;
     struct sim_case c = { .algo = COLL_ALGO_HIER, .kind = COLL_ALLREDUCE, .n = 6, .nodes = 3,
                           .node_size = { 3, 1, 2 }, .arena = true, .slot_bytes = 4096,
-                          .rail = COLL_ALGO_RING, .count = 256 * 4096 / 16, .op = GX_SUM };
+                          .rail = COLL_ALGO_RING, .count = 256 * 4096 / 16, .op = GX_SUM,
+                          .far_rounds = &far };
     run(&c);
+    CHECK(far == 0, "hier 3+1+2 at 64 slots a rank: the engine's window was not enough "
+          "(%d time(s) every rank stuck in it)", far);
+    /* Four times the chunks: a step a peer waits for lies past the window
+     * (it stalled every rank at 256 MiB, the netns job too); the engine
+     * runs it once the window is stuck, and the simulator does as well. */
+    far = 0;
+    c.count *= 4;
+    run(&c);
+    CHECK(far > 0, "hier 3+1+2 at 256 slots a rank no longer needs a step past the window: "
+          "keep a case that does (far_rounds %d)", far);
 }
 
 /* The tree's reduction keeps its children at most 4 chunks ahead
