@@ -15,7 +15,9 @@
  * Pipelining: the vector is cut into up to 4 segments (coll_hier_segments) and
  * the three phases run per segment; a phase waits only for the previous
  * phase of its own segment (cs_gate / cs_join), so segment k crosses the
- * network while segment k+1 is reduced inside the node.
+ * network while segment k+1 is reduced inside the node. With the node arena
+ * the all-gathers' steps come after every segment's reduce-scatter and
+ * rails (its rounds are numbered after theirs: see the builder).
  *
  * Uneven nodes (2+1+3, or a node of one rank) are generalised: a segment is
  * cut into L shards, L the largest node's rank count; a node of s ranks cuts
@@ -132,6 +134,20 @@ static void segment_msgs(const struct gx_comm *c, const struct hier_layout *h, e
     *per_shard = hier_rail_msgs(rail, h->nodes, block_len(seg_len, h->L, 0), es);
 }
 
+/* (c) a segment's all-gather inside the node, once its rails are done
+ * (`rail_done`), from arena round `round`. */
+static void hier_all_gather(struct coll_op *op, const struct coll_node_engine *ne,
+                            struct coll_group *gn, uint64_t round, char *rbk, size_t len,
+                            int rail_done, int k, int K)
+{
+    int from = op->nsteps;
+    gn->round = round;
+    ne->all_gather(op, gn, rbk, len);
+    cs_gate(op, from, rail_done);
+    GX_TRACE(GX_SUB_COLL, "allreduce #%llu: hier segment %d of %d: node all-gather steps %d-%d",
+             (unsigned long long)op->seq, k + 1, K, from, op->nsteps - 1);
+}
+
 int hier_allreduce_build(struct coll_op *op)
 {
     const struct coll_args *a = &op->a;
@@ -203,6 +219,16 @@ int hier_allreduce_build(struct coll_op *op)
     GX_TRACE(GX_SUB_COLL, "allreduce #%llu: hier intra-node engine %s (%zu rounds per phase)",
              (unsigned long long)op->seq, ne->name, node_rounds);
 
+    /* A round-numbered node engine (the arena) gives every all-gather round
+     * a number above every reduce-scatter round's, so through the arena's
+     * flags a segment's all-gather waits for every segment's
+     * reduce-scatter: its steps go after all of those, or the engine's step
+     * window would hold a step that waits for one far further on (3+1+2 at
+     * 8 MiB with 4 KiB slots: ~25000 steps; docs/scale.md). The ring of
+     * messages numbers no rounds: a segment's all-gather follows its rails. */
+    bool ag_last = node_rounds > 0;
+    int seg_rail_done[4];
+    char *seg_scratch[4];
     char *rb = a->recvbuf;
     const char *sb = a->sendbuf;
     for (int k = 0; k < K; k++) {
@@ -241,18 +267,26 @@ int hier_allreduce_build(struct coll_op *op)
         int rail_done = cs_join(op, from);
         if (rail_done < 0) /* no shard of mine holds an element: wait for the node's phase */
             rail_done = rs_done;
-        /* (c) all-gather inside the node. */
-        from = op->nsteps;
-        gn.round = ag_round;
-        ag_round += seg_rounds;
-        ne->all_gather(op, &gn, rbk, len);
-        cs_gate(op, from, rail_done);
         /* Step ranges (tests aim GX_FAULT at a phase with them). */
         GX_TRACE(GX_SUB_COLL, "allreduce #%llu: hier segment %d of %d: node reduce-scatter "
-                 "steps %d-%d, rails (shards %d-%d, %s) steps %d-%d, node all-gather steps "
-                 "%d-%d", (unsigned long long)op->seq, k + 1, K, rs_first, rail_first - 1,
-                 j0, j1 - 1, coll_algo_name(rail), rail_first, from - 1,
-                 from, op->nsteps - 1);
+                 "steps %d-%d, rails (shards %d-%d, %s) steps %d-%d",
+                 (unsigned long long)op->seq, k + 1, K, rs_first, rail_first - 1, j0, j1 - 1,
+                 coll_algo_name(rail), rail_first, op->nsteps - 1);
+        seg_rail_done[k] = rail_done;
+        seg_scratch[k] = gn.scratch;
+        if (!ag_last) {
+            hier_all_gather(op, ne, &gn, ag_round, rbk, len, rail_done, k, K);
+            ag_round += seg_rounds;
+        }
+    }
+    for (int k = 0; ag_last && k < K; k++) { /* (c) after every segment's (a) and (b) */
+        size_t off = block_off(count, K, k), len = block_len(count, K, k);
+        node_bounds(bounds, s, L, len);
+        struct coll_group gn = { .n = s, .me = me_local, .ranks = &h.member[c->node_index * L],
+                                 .bounds = bounds, .msg_base = (uint32_t)k * seg_msgs,
+                                 .scratch = seg_scratch[k] };
+        hier_all_gather(op, ne, &gn, ag_round, rb + off * es, len, seg_rail_done[k], k, K);
+        ag_round += ne->rounds(c, &gn, len, es);
     }
 out:
     free(bounds);

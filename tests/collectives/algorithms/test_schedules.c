@@ -19,6 +19,7 @@
 
 #include "collectives/algorithms/algorithms.h"
 #include "collectives/comm/comm_internal.h"
+#include "collectives/engine/coll_engine.h"
 #include "tests/collectives/algorithms/sched_sim.h"
 #include "tests/collectives/algorithms/sched_sim_internal.h"
 #include "tests/unit/check.h"
@@ -213,28 +214,62 @@ static void hier_cases(void)
 }
 
 /* hier on uneven nodes with many chunks: 3+1+2 with the node arena, ring
- * rails, 64 MiB's chunk count (256 at 4 KiB here). Its schedules have
- * ~1800 steps and a rank's flag wait needs one of its own steps more than
- * 1024 further on: with a step window of 1024 (coll_engine.h) every rank
- * stalled (seen at 64 MiB on netns nodes, GX_TIMEOUT after 600 s). */
+ * rails, 64 MiB's chunk count (64 slots a rank at 4 KiB here) and 16 times
+ * as many. The arena numbers every all-gather round after every
+ * reduce-scatter round, so a segment's all-gather waits for every
+ * segment's reduce-scatter; while the builder put its steps right after
+ * the segment's rails, a rank's flag wait needed one of its own steps far
+ * further on: every rank stalled with a step window of 1024 at 64 slots
+ * (netns nodes at 64 MiB, GX_TIMEOUT after 600 s), and with 4096 at 256
+ * (256 MiB) and at 2048 slots the engine's look past its window took one
+ * 100 ms wait per round. Now the all-gathers come after every segment's
+ * reduce-scatter and rails: no rank ever gets stuck in its window. */
 static void hier_many_chunks(void)
 {
+    for (int mul = 1; mul <= 16; mul *= 4) {
+        int far = 0;
+        struct sim_case c = { .algo = COLL_ALGO_HIER, .kind = COLL_ALLREDUCE, .n = 6,
+                              .nodes = 3, .node_size = { 3, 1, 2 }, .arena = true,
+                              .slot_bytes = 4096, .rail = COLL_ALGO_RING,
+                              .count = (size_t)mul * 256 * 4096 / 16, .op = GX_SUM,
+                              .far_rounds = &far };
+        run(&c);
+        CHECK(far == 0, "hier 3+1+2 at %d slots a rank: every rank stuck in its step window "
+              "%d time(s)", 64 * mul, far);
+    }
+}
+
+/* A step a peer waits for past the step window: rank 0 receives, then
+ * runs STEP_WINDOW + 8 steps that wait for nothing, then sends what rank
+ * 1's send (the one rank 0 receives) waits for. Every rank is stuck in its
+ * window; the engine, and the simulator, then run the steps past it. */
+static int build_far_send(struct coll_op *op)
+{
+    int r = op->comm->rank;
+    size_t bytes = op->a.count * op->a.es;
+    char *in = cs_scratch(op, bytes);
+    int c = cs_copy(op, op->a.recvbuf, op->a.sendbuf, bytes, -1, -1, -1);
+    int v;
+    if (r == 0) {
+        v = cs_recv(op, 1, 0, in, bytes, -1, -1, -1);
+        for (int i = 0; i < STEP_WINDOW + 8; i++)
+            cs_nop(op, -1, -1, -1);
+        cs_send(op, 1, 1, op->a.sendbuf, bytes, -1, -1, -1);
+    } else {
+        v = cs_recv(op, 0, 1, in, bytes, -1, -1, -1);
+        cs_send(op, 0, 0, op->a.sendbuf, bytes, v, -1, -1);
+    }
+    cs_reduce(op, op->a.recvbuf, in, op->a.count, v, c, -1);
+    return GX_OK;
+}
+
+static void past_the_window(void)
+{
     int far = 0;
-    struct sim_case c = { .algo = COLL_ALGO_HIER, .kind = COLL_ALLREDUCE, .n = 6, .nodes = 3,
-                          .node_size = { 3, 1, 2 }, .arena = true, .slot_bytes = 4096,
-                          .rail = COLL_ALGO_RING, .count = 256 * 4096 / 16, .op = GX_SUM,
-                          .far_rounds = &far };
-    run(&c);
-    CHECK(far == 0, "hier 3+1+2 at 64 slots a rank: the engine's window was not enough "
-          "(%d time(s) every rank stuck in it)", far);
-    /* Four times the chunks: a step a peer waits for lies past the window
-     * (it stalled every rank at 256 MiB, the netns job too); the engine
-     * runs it once the window is stuck, and the simulator does as well. */
-    far = 0;
-    c.count *= 4;
-    run(&c);
-    CHECK(far > 0, "hier 3+1+2 at 256 slots a rank no longer needs a step past the window: "
-          "keep a case that does (far_rounds %d)", far);
+    struct sim_case c = { .algo = COLL_ALGO_RING, .kind = COLL_ALLREDUCE, .n = 2, .count = 5,
+                          .op = GX_SUM, .build = build_far_send, .far_rounds = &far };
+    CHECK(sim_run(&c) == 0, "a send past rank 0's step window: the simulation failed");
+    CHECK(far > 0, "a send past rank 0's step window ran without a look past it (%d)", far);
 }
 
 /* The tree's reduction keeps its children at most 4 chunks ahead
@@ -298,6 +333,7 @@ int main(void)
     }
     hier_cases();
     hier_many_chunks();
+    past_the_window();
     tree_children_bounded();
     printf("%d schedules run\n", runs);
     CHECK_DONE("test_schedules");
