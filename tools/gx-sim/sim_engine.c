@@ -290,18 +290,20 @@ static void receives_live(struct rank_run *rr, int peer)
         rr->next_live[peer] = rr->order_next[i];
         added = true;
     }
-    /* Wake-ups are never waited for nor released (SimGrid 3.32 aborts on
-     * releasing a started comm); the simulation's process ends soon after. */
     if (added)
         wake_rank(rr);
 }
 
-/* An empty message to a waiting actor's wake-up mailbox, once per wait. */
+/* An empty message to a waiting actor's wake-up mailbox, once per wait.
+ * Detached: nobody waits for a wake-up's send, and SimGrid keeps an
+ * actor's unfinished comms in a list it searches on every completion, so
+ * undetached ones (never released: 3.32 aborts on releasing a started
+ * comm) made each completion cost as much as the wake-ups sent so far. */
 static void wake(bool waiting, bool *sent, const char *what, int rank)
 {
     if (waiting && !*sent) {
         *sent = true;
-        (void)sg_mailbox_put_async(rank_mailbox(what, rank), &message_token, 0);
+        sg_comm_detach(sg_mailbox_put_init(rank_mailbox(what, rank), &message_token, 0), NULL);
     }
 }
 
