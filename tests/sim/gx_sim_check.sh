@@ -5,7 +5,8 @@
 #
 #   hand    2 GPUs, one per node, one link: the time worked out below
 #   scale   bigger N behaves as the algorithms' costs say it must
-#   args    bad arguments fail with a message naming the argument
+#   args    bad arguments fail with a message naming the argument; --regret
+#           keeps to --algo's candidates
 set -u
 case_name=$1
 sim=${2:-}
@@ -91,6 +92,21 @@ args)
         case $err in *"$want"*) ;; *) die "gx-sim $args: '$err' does not name $want" ;; esac
     done
     "$sim" --help | grep -q -- "--oversub" || die "--help does not document --oversub"
+    # --regret with --algo: only those are candidates (the skipped column
+    # names none of the others); the model's choice past --max-steps is
+    # N/A and the best listed one's time is printed; given the steps, the
+    # model's choice (not among them here) is simulated and counts as a
+    # candidate, so the regret is never negative.
+    row=$("$sim" --gpus 16 --sizes 1M --regret --algo rd,rhd --max-steps 500 | awk '!/^#/ && NF')
+    printf '%s\n' "$row"
+    set -- $row
+    [ "${3:-}" = N/A ] && { [ "${4:-}" = rd ] || [ "${4:-}" = rhd ]; } && between "${5:-}" 1 100000 &&
+        [ "${7:-}" = - ] || die "--regret --algo rd,rhd --max-steps 500: '$row'"
+    row=$("$sim" --gpus 16 --sizes 1M --regret --algo rd,rhd | awk '!/^#/ && NF')
+    printf '%s\n' "$row"
+    set -- $row
+    between "${3:-}" 1 100000 && between "${6%%%}" 0 1000 ||
+        die "--regret --algo rd,rhd: '$row' (a model time and a regret >= 0)"
     ;;
 *)
     echo "unknown case $case_name"

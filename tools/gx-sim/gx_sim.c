@@ -168,14 +168,18 @@ static int run_regret(const struct sim_opts *o)
                                            COLL_ALGO_RD, COLL_ALGO_DBTREE, COLL_ALGO_LINEAR };
     for (int gi = 0; gi < o->ngpus; gi++) {
         int n = o->gpus[gi];
-        struct sim_algo algos[16];
+        struct sim_algo algos[SIM_MAX_LIST + 16];
         int na = 0;
-        for (size_t i = 0; i < sizeof(flat) / sizeof(flat[0]); i++)
-            if (coll_algo_serves(COLL_ALLREDUCE, flat[i]))
-                algos[na++] = (struct sim_algo){ flat[i], COLL_ALGO_AUTO };
         struct node_shape sh = shape_of(&o->machine, n);
-        for (int i = 0; i < COLL_RAIL_ALGOS && coll_tune_hier_applies(&sh); i++)
-            algos[na++] = (struct sim_algo){ COLL_ALGO_HIER, coll_rail_algos[i] };
+        if (o->nalgos) { /* --algo: the best among these (and the model's choice) */
+            na = candidates(o, COLL_ALLREDUCE, algos);
+        } else {
+            for (size_t i = 0; i < sizeof(flat) / sizeof(flat[0]); i++)
+                if (coll_algo_serves(COLL_ALLREDUCE, flat[i]))
+                    algos[na++] = (struct sim_algo){ flat[i], COLL_ALGO_AUTO };
+            for (int i = 0; i < COLL_RAIL_ALGOS && coll_tune_hier_applies(&sh); i++)
+                algos[na++] = (struct sim_algo){ COLL_ALGO_HIER, coll_rail_algos[i] };
+        }
         printf("# gx-sim --regret: allreduce on %d GPUs (%d x %d), NIC %g Gb/s, NVLink %g "
                "Gb/s, oversubscription %g; the model's node: %.1f us, %.1f GB/s, reductions "
                "%.1f GB/s\n", n, sh.nodes, o->machine.gpus_per_node, o->machine.nic_gbps,
@@ -210,6 +214,10 @@ static int run_regret(const struct sim_opts *o)
                 char err[512];
                 if (simulate(o, n, COLL_ALLREDUCE, pick, size, &picked, err, sizeof(err)) != 0)
                     picked = -1;
+                else if (best < 0 || picked < best) { /* a choice --algo left out */
+                    best = picked;
+                    snprintf(best_name, sizeof(best_name), "%s", pick_name);
+                }
             }
             printf("  %10zu  %-11s  ", size, pick_name);
             if (picked > 0 && best > 0) {

@@ -45,6 +45,7 @@ static const char usage[] =
     "  --factor F             MIN:MAX steps by this factor (default 4)\n"
     "  --regret               per size, the cost model's choice (gx-info --tuning)\n"
     "                         against the fastest simulated all-reduce algorithm\n"
+    "                         (with --algo: the fastest of those)\n"
     "  --model-node sim|host  --regret: the cost model's node link and reduction rate\n"
     "                         are the simulated machine's (sim, default: NVLink,\n"
     "                         --mem-GBps / 3) or its host shared-memory defaults\n"
