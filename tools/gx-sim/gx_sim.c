@@ -225,11 +225,11 @@ static int run_regret(const struct sim_opts *o)
                 printf("%10.2f  %-11s  %10.2f  %6.1f%%  %s%s\n", picked * 1e6, best_name,
                        best * 1e6, regret * 100, skipped[0] ? skipped : "-",
                        regret > 0.10 ? "  # over 10%" : "");
-            } else if (best > 0) {
-                printf("%10s  %-11s  %10.2f  %7s  %s\n", "N/A", best_name, best * 1e6, "N/A",
-                       skipped[0] ? skipped : "-");
             } else {
-                printf("%10s  %-11s  %10s  %7s  %s\n", "N/A", best_name, "N/A", "N/A",
+                char best_us[32] = "N/A";
+                if (best > 0)
+                    snprintf(best_us, sizeof(best_us), "%.2f", best * 1e6);
+                printf("%10s  %-11s  %10s  %7s  %s\n", "N/A", best_name, best_us, "N/A",
                        skipped[0] ? skipped : "-");
             }
             fflush(stdout);
