@@ -7,12 +7,16 @@
 #
 # Two regimes on this machine's CPUs (nproc): one rank per CPU, and 4x
 # oversubscribed (4 ranks per CPU). In each, gx-perf all_reduce at 8 B,
-# 1 KiB and 128 KiB (-n 50 -w 5, -z 1), alternating GX_SPIN_US=-1 (spin,
-# yield and short naps: the old waits) and gx's default (GX_SPIN_US unset:
-# poll 1000 us, then sleep on the provider's events), RUNS times each (default 5), same run, interleaved. Transports: shm = one
-# node, the shm transport (GX_COLL_SHM=off: the node arena polls memory and
-# does not sleep); tcp = every rank its own node (GX_NODE_ID). Prints the
-# median time per size and the ratio yield/spin (< 1: yielding wins).
+# 1 KiB and 128 KiB (-n 50 -w 5, -z 1), three waits in turn, RUNS times
+# each (default 5), same run, interleaved: busy = GX_SPIN_US=-1
+# GX_YIELD_WHEN_IDLE=0 (a busy poll that never gives up its CPU, as NCCL's
+# and UCX's waits by default); nap = GX_SPIN_US=-1 (poll, yield and nap,
+# never sleep: gx's waits before issue 29, Open MPI's mpi_yield_when_idle);
+# default = neither set (poll 1000 us, then sleep on the provider's events).
+# Transports: shm = one node, the shm transport (GX_COLL_SHM=off: the node
+# arena polls memory and does not sleep); tcp = every rank its own node
+# (GX_NODE_ID). Prints the median time per size and the ratios
+# default/busy and default/nap (< 1: the default wins).
 # --hogs H runs H busy loops beside the job for the whole run (the CPU a
 # data loader or another job takes from the ranks), recorded apart
 # (DATE-waits-hogsH.md). --compute US gives every rank US microseconds of
@@ -30,7 +34,7 @@ while [ $# -gt 0 ]; do
     --hogs) hogs=$2; shift ;;
     --compute) compute=$2; shift ;;
     --record) record=1 ;;
-    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "wait_bench.sh: unknown option $1" >&2; exit 2 ;;
     esac
     shift
@@ -49,10 +53,13 @@ for _ in $(seq "$hogs"); do
     hog_pids+=($!)
 done
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
-one() { # transport ranks spin -> "size time_us" lines
-    local t=$1 n=$2 spin=$3
-    local env=(-u GX_SPIN_US) # its own line: words of one `local` expand before any is set
-    [ "$spin" = default ] || env+=(GX_SPIN_US="$spin")
+one() { # transport ranks wait(busy|nap|default) -> "size time_us" lines
+    local t=$1 n=$2 wait=$3
+    local env=(-u GX_SPIN_US -u GX_YIELD_WHEN_IDLE) # own line: a `local`'s words expand first
+    case $wait in
+    busy) env+=(GX_SPIN_US=-1 GX_YIELD_WHEN_IDLE=0) ;;
+    nap) env+=(GX_SPIN_US=-1) ;;
+    esac
     [ "$t" = shm ] && env+=(GX_COLL_SHM=off)
     local cmd="$perf all_reduce -b 8 -e 128K -f 128 -n 50 -w 5 -z 1 -c 0 --compute_us $compute"
     if [ "$t" = tcp ]; then
@@ -64,13 +71,13 @@ one() { # transport ranks spin -> "size time_us" lines
 for t in $transports; do
     for n in "$cpus" $((4 * cpus)); do
         for i in $(seq "$runs"); do
-            for spin in -1 default; do
-                lines=$(one "$t" "$n" "$spin")
+            for wait in busy nap default; do
+                lines=$(one "$t" "$n" "$wait")
                 if [ -z "$lines" ]; then # a failed job must not pass as a missing figure
-                    echo "wait_bench.sh: $t, $n ranks, GX_SPIN_US=$spin: gx-perf printed no figures" >&2
+                    echo "wait_bench.sh: $t, $n ranks, the $wait wait: gx-perf printed no figures" >&2
                     exit 1
                 fi
-                echo "$lines" | sed "s/^/$t $n $spin /" >>"$out"
+                echo "$lines" | sed "s/^/$t $n $wait /" >>"$out"
             done
         done
     done
@@ -81,17 +88,19 @@ report=$(awk '
         n = c[key, s]; for (i = 1; i <= n; i++) a[i] = v[key, s, i]
         for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
         return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
-    END { printf "%-4s %5s %8s %12s %12s %8s %5s\n", "tp", "ranks", "bytes", "spin_us", "yield_us", "ratio", "runs"
-          for (k in keys) { split(k, f, " "); ms = med(k, "-1"); my = med(k, "default")
-              printf "%-4s %5d %8d %12.1f %12.1f %8.3f %5d\n", f[1], f[2], f[3], ms, my, my / ms, c[k, "-1"] } }' "$out" | sort -k1,1 -k2,2n -k3,3n)
+    END { printf "%-4s %5s %8s %11s %11s %11s %8s %8s %5s\n", "tp", "ranks", "bytes", "busy_us",
+                 "nap_us", "default_us", "def/busy", "def/nap", "runs"
+          for (k in keys) { split(k, f, " "); mb = med(k, "busy"); mn = med(k, "nap"); md = med(k, "default")
+              printf "%-4s %5d %8d %11.1f %11.1f %11.1f %8.3f %8.3f %5d\n", f[1], f[2], f[3], mb, mn,
+                     md, md / mb, md / mn, c[k, "default"] } }' "$out" | sort -k1,1 -k2,2n -k3,3n)
 echo "$report"
 if [ $record -eq 1 ]; then
     f=perf/results/$(date +%Y-%m-%d)-waits$([ "$hogs" -eq 0 ] || echo "-hogs$hogs")$([ "$compute" -eq 0 ] || echo "-compute$compute").md
     { echo "# Waits that yield vs spin ($(date +%Y-%m-%d))"; echo
-      echo "perf/wait_bench.sh -r $runs -t \"$transports\"; $(nproc) CPUs ($(lscpu | sed -n 's/^Model name: *//p')); medians of $runs same-run interleaved runs; time = gx-perf's out-of-place all_reduce time in us; ratio = yield/spin (< 1: yielding wins)."
+      echo "perf/wait_bench.sh -r $runs -t \"$transports\"; $(nproc) CPUs ($(lscpu | sed -n 's/^Model name: *//p')); medians of $runs same-run interleaved runs; time = gx-perf's out-of-place all_reduce time in us; busy = GX_SPIN_US=-1 GX_YIELD_WHEN_IDLE=0 (never gives up the CPU), nap = GX_SPIN_US=-1 (yields and naps, never sleeps: the waits before issue 29), default = poll 1000 us then sleep on events; ratios default/busy and default/nap (< 1: the default wins)."
       echo "busy loops beside the job: $hogs; CPU work per rank before each all-reduce: $compute us (inside the time); commit $(git rev-parse --short HEAD 2>/dev/null); load average before: $load_before, after: $(cut -d' ' -f1-3 /proc/loadavg)"
       echo; echo '```'; echo "$report"; echo '```'
-      echo; echo "Every run (transport ranks waits bytes time_us; waits -1 = spin, default = yield):"
+      echo; echo "Every run (transport ranks wait bytes time_us):"
       echo; echo '```'; cat "$out"; echo '```'; } >"$f"
     echo "recorded $f"
 fi

@@ -4,6 +4,7 @@
  * every blocking window or call operation uses. Room api/: it drives the
  * transport (xport_svc.h) from above and runs rpc.c's handlers.
  */
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -280,7 +281,8 @@ int gx_svc_progress(struct gx_comm *c)
 
 int gx_svc_wait(struct gx_comm *c, bool (*done)(void *arg), void *arg, uint64_t deadline)
 {
-    const unsigned spin = c->oversubscribed ? 4 : 200;
+    const unsigned spin = c->wait_yield_after; /* UINT_MAX: never yield */
+    const bool yields = spin != UINT_MAX;
     for (unsigned spins = 0;; spins++) {
         int rc = gx_svc_progress(c);
         if (rc < 0)
@@ -291,10 +293,10 @@ int gx_svc_wait(struct gx_comm *c, bool (*done)(void *arg), void *arg, uint64_t 
             continue;
         if (gx_ms_left(deadline) == 0)
             return GX_ETIMEOUT;
-        if (spins > 10 * spin) {
+        if (yields && spins > 10 * spin) {
             struct timespec ts = { 0, spins > 100 * spin ? 200000 : 20000 };
             nanosleep(&ts, NULL);
-        } else if (spins > spin) {
+        } else if (yields && spins > spin) {
             sched_yield();
         }
     }

@@ -14,6 +14,7 @@
 
 #include "collectives/bootstrap/boot_coll.h"
 #include "collectives/comm/comm_internal.h"
+#include "collectives/comm/request.h"
 #include "common/clock.h"
 #include "common/crypto.h"
 #include "common/log.h"
@@ -154,6 +155,7 @@ void gx_comm_layout(struct gx_comm *c)
         c->host_size += strcmp(gx_boot_record(c->boot, c->world_ranks[r])->host, host) == 0;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     c->oversubscribed = cpus > 0 && c->host_size > cpus;
+    c->wait_yield_after = gx_wait_yield_after(c->oversubscribed);
 }
 
 /* The same layout from node sizes alone (nodes in rank order), for plans
@@ -194,6 +196,7 @@ struct gx_comm *gx_comm_alloc(struct gx_boot *boot, int rank, int size)
         free(c);
         return NULL;
     }
+    c->wait_yield_after = 200; /* gx_comm_layout sets it from GX_YIELD_WHEN_IDLE */
     pthread_mutex_init(&c->lock, NULL);
     atomic_init(&c->async_status, GX_OK);
     atomic_init(&c->aborted, false);

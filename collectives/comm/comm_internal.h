@@ -44,6 +44,8 @@ struct gx_comm {
     int node_index;             /* rank_node[rank] */
     int host_size;              /* ranks on this machine (>= local_size: fake nodes) */
     bool oversubscribed;        /* more ranks on this machine than CPUs */
+    unsigned wait_yield_after;  /* polls before a waiting rank yields its CPU, UINT_MAX:
+                                   never (GX_YIELD_WHEN_IDLE; request.c) */
     double net_alpha, net_beta; /* probed network link (coll_probe.c); 0: not probed */
     int op_timeout_ms;
     const char *op_timeout_src; /* "GX_TIMEOUT" or the caller's config (static text) */

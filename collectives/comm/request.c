@@ -6,6 +6,7 @@
 #include "collectives/comm/comm_internal.h"
 #include "collectives/comm/stage.h"
 
+#include <limits.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <time.h>
@@ -23,6 +24,25 @@ GX_PARAM_DEFINE(gx_param_spin_us, "GX_SPIN_US", GX_PARAM_INT, "1000", NULL,
                 "polling with short naps). Default 1000 (with more ranks than CPUs on the host the "
                 "poll yields the CPU at once and naps). 0 sleeps at once; -1 never sleeps (spin, yield, "
                 "20-200 us naps: the waits before issue 29). docs/scale.md.");
+
+GX_PARAM_DEFINE(gx_param_yield_when_idle, "GX_YIELD_WHEN_IDLE", GX_PARAM_ENUM, "auto", "auto|0|1",
+                "Whether a waiting rank gives up its CPU while it polls (Open MPI's "
+                "mpi_yield_when_idle). auto: yield after 200 polls and nap after 2000, or after 4 "
+                "and 40 with more ranks on the host than CPUs; 1: after 4 and 40 always (a CPU "
+                "quota or affinity mask that gx cannot see); 0: never, a busy poll (a core per "
+                "rank; with more ranks than cores it starves the awaited ones). GX_SPIN_US still "
+                "says when the wait sleeps. docs/scale.md.");
+
+unsigned gx_wait_yield_after(bool oversubscribed)
+{
+    enum { YIELD_AUTO, YIELD_NEVER, YIELD_ALWAYS }; /* the order of the choices */
+    int mode = YIELD_AUTO; /* gx_param_check_environment refused a bad value at init */
+    if (gx_param_enum(&gx_param_yield_when_idle, &mode) != GX_OK)
+        mode = YIELD_AUTO;
+    if (mode == YIELD_NEVER)
+        return UINT_MAX;
+    return mode == YIELD_ALWAYS || oversubscribed ? 4 : 200;
+}
 
 int gx_spin_check(void)
 {
@@ -135,8 +155,10 @@ GX_API int gx_wait(struct gx_request *req, int timeout_ms)
     uint64_t waited_from = 0, last_read = 0; /* gx_comm_stats' wait_ns */
     /* Spin briefly, then yield, then nap: many ranks share few cores. With
      * more ranks on the node than CPUs, the rank awaited is usually waiting
-     * for this CPU: spinning only delays it, so yield almost at once. */
-    const unsigned spin = req->comm && req->comm->oversubscribed ? 4 : 200;
+     * for this CPU: spinning only delays it, so yield almost at once
+     * (comm->wait_yield_after; UINT_MAX: a busy poll, never yield). */
+    const unsigned spin = req->comm ? req->comm->wait_yield_after : 200;
+    const bool yields = spin != UINT_MAX;
     const uint64_t spin_ns = req->block ? gx_spin_ns() : UINT64_MAX;
     const uint64_t t0 = spin_ns != UINT64_MAX ? gx_now_ns() : 0;
     for (unsigned spins = 0;; spins++) {
@@ -160,10 +182,10 @@ GX_API int gx_wait(struct gx_request *req, int timeout_ms)
         if (spin_ns != UINT64_MAX && gx_now_ns() - t0 >= spin_ns) {
             /* Waits that yield: sleep until the provider has work. */
             req->block(req, left < BLOCK_SLICE_MS ? left : BLOCK_SLICE_MS);
-        } else if (spins > 10 * spin) {
+        } else if (yields && spins > 10 * spin) {
             struct timespec ts = { 0, spins > 100 * spin ? 200000 : 20000 };
             nanosleep(&ts, NULL);
-        } else if (spins > spin) {
+        } else if (yields && spins > spin) {
             sched_yield();
         }
     }

@@ -59,6 +59,11 @@ int gx_spin_check(void);
  *  provider's events (oversubscribed or not); UINT64_MAX never sleeps (-1). */
 uint64_t gx_spin_ns(void);
 
+/** GX_YIELD_WHEN_IDLE: polls before a waiting rank first yields its CPU
+ *  (it naps after 10x that), on a host with more ranks than CPUs or not;
+ *  UINT_MAX never yields (0: a busy poll). Set in comm->wait_yield_after. */
+unsigned gx_wait_yield_after(bool oversubscribed);
+
 /** Free a request whose operation never started (its post failed): nothing
  * can complete it, so it must not be waited for. */
 void gx_request_discard(struct gx_request *req);
