@@ -23,7 +23,8 @@ GX_PARAM_DEFINE(gx_param_spin_us, "GX_SPIN_US", GX_PARAM_INT, "1000", NULL,
                 "channels; dpdk, and verbs while a send waits for its clear-to-send, keep "
                 "polling with short naps). Default 1000 (with more ranks than CPUs on the host the "
                 "poll yields the CPU at once and naps). 0 sleeps at once; -1 never sleeps (spin, yield, "
-                "20-200 us naps: the waits before issue 29). docs/scale.md.");
+                "20-200 us naps: the waits before issue 29; with GX_YIELD_WHEN_IDLE=0 a busy poll). "
+                "docs/scale.md.");
 
 GX_PARAM_DEFINE(gx_param_yield_when_idle, "GX_YIELD_WHEN_IDLE", GX_PARAM_ENUM, "auto", "auto|0|1",
                 "Whether a waiting rank gives up its CPU while it polls (Open MPI's "
