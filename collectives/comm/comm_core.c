@@ -16,6 +16,7 @@
 #include "collectives/comm/comm_internal.h"
 #include "collectives/comm/request.h"
 #include "common/clock.h"
+#include "common/cpus.h"
 #include "common/crypto.h"
 #include "common/log.h"
 #include "common/proc.h"
@@ -153,9 +154,14 @@ void gx_comm_layout(struct gx_comm *c)
     c->host_size = 0;
     for (int r = 0; r < c->size; r++)
         c->host_size += strcmp(gx_boot_record(c->boot, c->world_ranks[r])->host, host) == 0;
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    c->oversubscribed = cpus > 0 && c->host_size > cpus;
+    char why[128];
+    long cpus = gx_host_cpus(why, sizeof(why)); /* a container's quota or cpuset counts */
+    c->oversubscribed = c->host_size > cpus;
     c->wait_yield_after = gx_wait_yield_after(c->oversubscribed);
+    if (c->local_rank == 0)
+        GX_INFO(GX_SUB_INIT, "communicator '%s': %d rank(s) on this host, %ld CPU(s) (%s)%s",
+                c->name, c->host_size, cpus, why,
+                c->oversubscribed ? ": oversubscribed, waits yield the CPU after 4 polls" : "");
 }
 
 /* The same layout from node sizes alone (nodes in rank order), for plans

@@ -29,8 +29,9 @@ GX_PARAM_DEFINE(gx_param_spin_us, "GX_SPIN_US", GX_PARAM_INT, "1000", NULL,
 GX_PARAM_DEFINE(gx_param_yield_when_idle, "GX_YIELD_WHEN_IDLE", GX_PARAM_ENUM, "auto", "auto|0|1",
                 "Whether a waiting rank gives up its CPU while it polls (Open MPI's "
                 "mpi_yield_when_idle). auto: yield after 200 polls and nap after 2000, or after 4 "
-                "and 40 with more ranks on the host than CPUs; 1: after 4 and 40 always (a CPU "
-                "quota or affinity mask that gx cannot see); 0: never, a busy poll (a core per "
+                "and 40 with more ranks on the host than CPUs (online ones, or fewer where the "
+                "control group's CPU quota or cpuset caps them); 1: after 4 and 40 always (ranks "
+                "bound together onto fewer CPUs: gx does not count affinity masks); 0: never, a busy poll (a core per "
                 "rank; with more ranks than cores it starves the awaited ones). GX_SPIN_US still "
                 "says when the wait sleeps. docs/scale.md.");
 
