@@ -62,52 +62,49 @@ static void test_parsers(void)
     CHECK(gx_cpulist_count("0-3 7") == -1, "junk after the list");
 }
 
-static void test_trees(void)
+/* This process's groups `self` give `want` CPUs, `why` naming `because`. */
+static void expect(const char *self, long want, const char *because, const char *what)
 {
     char why[128];
-    /* no limit anywhere: the online count */
+    long n = host(self, why, sizeof(why));
+    CHECK(n == want && strstr(why, because), "%s: %ld CPUs (%s), expected %ld (%s)", what, n,
+          why, want, because);
+}
+
+static void test_trees(void)
+{
     put("fs/cpu/cpu.cfs_quota_us", "-1\n");
     put("fs/cpu/cpu.cfs_period_us", "100000\n");
-    long n = host("1:cpu:/\n", why, sizeof(why));
-    CHECK(n == 16 && strcmp(why, "16 online") == 0, "no limit: %ld (%s)", n, why);
+    expect("1:cpu:/\n", 16, "16 online", "no limit anywhere");
 
     /* v1: a job's group two levels down, its parent capped at 2.5 CPUs */
     put("fs/cpu,cpuacct/jobs/cpu.cfs_quota_us", "250000\n");
     put("fs/cpu,cpuacct/jobs/cpu.cfs_period_us", "100000\n");
     put("fs/cpu,cpuacct/jobs/step/cpu.cfs_quota_us", "-1\n");
     put("fs/cpu,cpuacct/jobs/step/cpu.cfs_period_us", "100000\n");
-    n = host("4:cpu,cpuacct:/jobs/step\n", why, sizeof(why));
-    CHECK(n == 3 && strstr(why, "quota 250000/100000"), "v1 parent quota: %ld (%s)", n, why);
-
-    /* v1 cpuset beside it, narrower: 0-1 */
+    expect("4:cpu,cpuacct:/jobs/step\n", 3, "quota 250000/100000", "v1 parent quota");
     put("fs/cpuset/jobs/step/cpuset.cpus", "0-1\n");
-    n = host("4:cpu,cpuacct:/jobs/step\n3:cpuset:/jobs/step\n", why, sizeof(why));
-    CHECK(n == 2 && strstr(why, "cpuset 0-1"), "v1 cpuset: %ld (%s)", n, why);
+    expect("4:cpu,cpuacct:/jobs/step\n3:cpuset:/jobs/step\n", 2, "cpuset 0-1", "v1 cpuset");
 
     /* a container: its group path is not there, the root is its own group */
     put("fs/cpu/cpu.cfs_quota_us", "400000\n");
-    n = host("1:cpu:/docker/0123abcd\n", why, sizeof(why));
-    CHECK(n == 4, "container root quota: %ld (%s)", n, why);
+    expect("1:cpu:/docker/0123abcd\n", 4, "quota 400000/100000", "container root quota");
 
-    /* v2 beside v1 (hybrid: unified/), cpu.max in the group */
+    /* v2 beside v1 (hybrid: unified/) */
     put("fs/unified/app/cpu.max", "120000 100000\n");
-    n = host("0::/app\n", why, sizeof(why));
-    CHECK(n == 2 && strstr(why, "120000/100000"), "hybrid v2 quota: %ld (%s)", n, why);
+    expect("0::/app\n", 2, "120000/100000", "hybrid v2 quota");
     put("fs/unified/app/cpu.max", "max 100000\n");
-    n = host("0::/app\n", why, sizeof(why));
-    CHECK(n == 16, "v2 max is no limit: %ld (%s)", n, why);
+    expect("0::/app\n", 16, "online", "v2 max is no limit");
     put("fs/unified/app/cpuset.cpus.effective", "2-4\n");
-    n = host("0::/app\n", why, sizeof(why));
-    CHECK(n == 3 && strstr(why, "cpuset 2-4"), "v2 cpuset: %ld (%s)", n, why);
+    expect("0::/app\n", 3, "cpuset 2-4", "v2 cpuset");
 
     /* a malformed file is no limit, not a crash or zero CPUs */
     put("fs/unified/app/cpu.max", "0 100000\n");
     put("fs/unified/app/cpuset.cpus.effective", "junk\n");
-    n = host("0::/app\n", why, sizeof(why));
-    CHECK(n == 16, "malformed files: %ld (%s)", n, why);
+    expect("0::/app\n", 16, "online", "malformed files");
 
-    /* no /proc/self/cgroup at all */
-    n = gx_host_cpus_at(root, "/nonexistent/cgroup", 0, why, sizeof(why));
+    char why[128];
+    long n = gx_host_cpus_at(root, "/nonexistent/cgroup", 0, why, sizeof(why));
     CHECK(n == 1, "no online count and no file: at least 1, got %ld", n);
 }
 
