@@ -21,19 +21,19 @@ GX_PARAM_DEFINE(gx_param_spin_us, "GX_SPIN_US", GX_PARAM_INT, "1000", NULL,
                 "Microseconds a waiting rank polls (spin, yield, 20 us naps) before it sleeps "
                 "until its provider has work (tcp sockets, the shm doorbell, verbs completion "
                 "channels; dpdk, and verbs while a send waits for its clear-to-send, keep "
-                "polling with short naps). Default 1000 (with more ranks than CPUs on the host the "
-                "poll yields the CPU at once and naps). 0 sleeps at once; -1 never sleeps (spin, yield, "
-                "20-200 us naps: the waits before issue 29; with GX_YIELD_WHEN_IDLE=0 a busy poll). "
-                "docs/scale.md.");
+                "polling with short naps). Default 1000 (with more ranks than CPUs on the host "
+                "the poll yields the CPU at once and naps). 0 sleeps at once; -1 never sleeps "
+                "(spin, yield, 20-200 us naps: the waits before issue 29; with "
+                "GX_YIELD_WHEN_IDLE=0 a busy poll). docs/scale.md.");
 
 GX_PARAM_DEFINE(gx_param_yield_when_idle, "GX_YIELD_WHEN_IDLE", GX_PARAM_ENUM, "auto", "auto|0|1",
                 "Whether a waiting rank gives up its CPU while it polls (Open MPI's "
-                "mpi_yield_when_idle). auto: yield after 200 polls and nap after 2000, or after 4 "
-                "and 40 with more ranks on the host than CPUs (online ones, or fewer where the "
+                "mpi_yield_when_idle). auto: yield after 200 polls and nap after 2000, or after "
+                "4 and 40 with more ranks on the host than CPUs (online ones, or fewer where the "
                 "control group's CPU quota or cpuset caps them); 1: after 4 and 40 always (ranks "
-                "bound together onto fewer CPUs: gx does not count affinity masks); 0: never, a busy poll (a core per "
-                "rank; with more ranks than cores it starves the awaited ones). GX_SPIN_US still "
-                "says when the wait sleeps. docs/scale.md.");
+                "bound together onto fewer CPUs: gx does not count affinity masks); 0: never, a "
+                "busy poll (a core per rank; with more ranks than cores it starves the awaited "
+                "ones). GX_SPIN_US still says when the wait sleeps. docs/scale.md.");
 
 unsigned gx_wait_yield_after(bool oversubscribed)
 {
@@ -101,6 +101,11 @@ void gx_request_step(struct gx_request *req)
     if (req->done)
         return;
     int rc = atomic_load(&req->comm->aborted) ? GX_EABORTED : req->step(req);
+    /* Past the deadline, one more step first: a maker that keeps the same
+     * deadline (a remote call) then fails in its own words, which it could
+     * not when the deadline passed between its check and this one. */
+    if (rc == GX_INPROGRESS && gx_ms_left(req->deadline) == 0)
+        rc = req->step(req);
     if (rc == GX_INPROGRESS && gx_ms_left(req->deadline) == 0)
         rc = gx_fail(GX_ETIMEOUT, GX_SUB_COLL, "%s #%llu on communicator '%s' (rank %d) did "
                      "not complete within %s (%d ms)", req->op_name,
