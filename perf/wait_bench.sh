@@ -39,7 +39,7 @@ while [ $# -gt 0 ]; do
     --hogs) hogs=$2; shift ;;
     --compute) compute=$2; shift ;;
     --record) record=1 ;;
-    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,/^set -u$/p' "$0" | sed '$d;s/^# \{0,1\}//'; exit 0 ;;
     *) echo "wait_bench.sh: unknown option $1" >&2; exit 2 ;;
     esac
     shift
